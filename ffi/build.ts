@@ -1,0 +1,132 @@
+/**
+ * Builds a {@link Native} from the few primitives a runtime backend supplies;
+ * everything here is runtime-neutral.
+ *
+ * @module
+ */
+
+import type { BoundLibrary, Int64, NativePointer, Pointer, SymbolTable } from "../types/ctypes.ts";
+import type { FnPointerPath, Native } from "../types/native.ts";
+import { IBVERBS } from "../types/symbols/ibverbs.ts";
+import { RDMACM } from "../types/symbols/rdmacm.ts";
+import { LIBC } from "../types/symbols/libc.ts";
+import { LibraryNotFoundError, RdmaError } from "../types/errors.ts";
+import { candidates, LIBRARIES, type LibraryInfo, type LibraryPaths } from "./library.ts";
+
+/** What a runtime backend must provide. */
+export interface Backend {
+  readonly runtime: "deno" | "bun";
+  readonly arch: string;
+  /** Reads an environment variable, or undefined (also when not permitted). */
+  env(name: string): string | undefined;
+  /** Opens a library and binds a table; throws with the loader's message on failure. */
+  open<T extends SymbolTable>(path: string, table: T): BoundLibrary<T>;
+  address(p: Pointer): bigint;
+  pointer(address: Int64): Pointer;
+  offset(p: NativePointer, bytes: number): NativePointer;
+  pointerOf(view: ArrayBufferView): NativePointer;
+  arrayBuffer(p: NativePointer, byteLength: number): ArrayBuffer;
+  readPointer(p: NativePointer, offset: number): Pointer;
+  cstring(p: NativePointer, offset: number): string;
+  /** Binds function-pointer calling once libc is available; returns the path used. */
+  functionPointers(
+    native: Native,
+    paths: LibraryPaths,
+  ): Pick<Native, "fnPointer" | "prepareCall"> & { path: FnPointerPath };
+}
+
+function openWithHint<T extends SymbolTable>(
+  backend: Backend,
+  info: LibraryInfo,
+  explicit: string | undefined,
+  table: T,
+): BoundLibrary<T> {
+  const tried = candidates(info, explicit, (n) => backend.env(n));
+  let last = "";
+  for (const path of tried) {
+    try {
+      return backend.open(path, table);
+    } catch (e) {
+      last = e instanceof Error ? e.message : String(e);
+    }
+  }
+  throw new LibraryNotFoundError(info.sonames[0], tried, info.install, last);
+}
+
+const encoder = new TextEncoder();
+
+/** Assembles the Native object; libraries open lazily on first use. */
+export function buildNative(backend: Backend, paths: LibraryPaths): Native {
+  let ibverbs: BoundLibrary<typeof IBVERBS> | undefined;
+  let rdmacm: BoundLibrary<typeof RDMACM> | undefined;
+  const libc = openWithHint(backend, LIBRARIES.libc, undefined, LIBC);
+  const errnoAt = libc.__errno_location();
+  if (errnoAt === null) throw new RdmaError("__errno_location returned NULL");
+  // errno lives in thread-local storage of the JS thread; FFI calls made from
+  // this thread write it there, so one cached view reads it.
+  const errnoView = new Int32Array(backend.arrayBuffer(errnoAt, 4));
+
+  const native: Native = {
+    runtime: backend.runtime,
+    arch: backend.arch,
+    fnPointerPath: "CFunction",
+    get ibverbs() {
+      return ibverbs ??= openWithHint(backend, LIBRARIES.libibverbs, paths.libibverbs, IBVERBS);
+    },
+    get rdmacm() {
+      return rdmacm ??= openWithHint(backend, LIBRARIES.librdmacm, paths.librdmacm, RDMACM);
+    },
+    libc,
+    errno: () => errnoView[0],
+    setErrno(value) {
+      errnoView[0] = value;
+    },
+    address: backend.address,
+    pointer: backend.pointer,
+    offset: backend.offset,
+    pointerOf: backend.pointerOf,
+    arrayBuffer: backend.arrayBuffer,
+    readPointer: backend.readPointer,
+    writePointer(p, offset, value) {
+      new DataView(backend.arrayBuffer(p, offset + 8)).setBigUint64(
+        offset,
+        backend.address(value),
+        true,
+      );
+    },
+    cstring: (p, offset = 0) => p === null ? null : backend.cstring(p, offset),
+    cstringBytes(s) {
+      const bytes = encoder.encode(s);
+      const out = new Uint8Array(bytes.length + 1);
+      out.set(bytes);
+      return out;
+    },
+    alloc(size, align = 64) {
+      if (!Number.isInteger(size) || size < 0) {
+        throw new RangeError(`alloc: size must be a non-negative integer, got ${size}`);
+      }
+      const rounded = Math.max(align, Math.ceil(size / align) * align);
+      const p = libc.aligned_alloc(align, rounded);
+      if (p === null) {
+        throw new RdmaError(`aligned_alloc(${align}, ${rounded}) failed: out of memory`);
+      }
+      libc.memset(p, 0, rounded);
+      return p;
+    },
+    free(p) {
+      if (p !== null) libc.free(p);
+    },
+    fnPointer: () => {
+      throw new RdmaError("function pointers not initialised");
+    },
+    prepareCall: () => {
+      throw new RdmaError("function pointers not initialised");
+    },
+  };
+  const fp = backend.functionPointers(native, paths);
+  return Object.assign(native, {
+    fnPointerPath: fp.path,
+    fnPointer: fp.fnPointer,
+    prepareCall: fp.prepareCall,
+  });
+}

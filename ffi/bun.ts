@@ -1,0 +1,133 @@
+/**
+ * The Bun loader: `bun:ffi` `dlopen` for symbols and `CFunction` for function
+ * pointers. Pointers are numbers in Bun; they stay opaque outside `ffi/`.
+ *
+ * @module
+ */
+
+import { CFunction, dlopen, FFIType, ptr, read, toArrayBuffer } from "bun:ffi";
+import process from "node:process";
+import type {
+  ArgValues,
+  BoundLibrary,
+  CType,
+  FunctionSpec,
+  NativePointer,
+  Pointer,
+  SymbolTable,
+} from "../types/ctypes.ts";
+import type { Native, PreparedCall } from "../types/native.ts";
+import { type Backend, buildNative } from "./build.ts";
+import type { LibraryPaths } from "./library.ts";
+
+const BUN_ARGS: Record<CType, FFIType> = {
+  void: FFIType.void,
+  bool: FFIType.bool,
+  i8: FFIType.i8,
+  u8: FFIType.u8,
+  i16: FFIType.i16,
+  u16: FFIType.u16,
+  i32: FFIType.i32,
+  u32: FFIType.u32,
+  i64: FFIType.i64,
+  u64: FFIType.u64,
+  isize: FFIType.i64,
+  usize: FFIType.u64,
+  f32: FFIType.f32,
+  f64: FFIType.f64,
+  pointer: FFIType.ptr,
+  buffer: FFIType.ptr,
+};
+// 64-bit results come back as numbers when they fit, as in Deno.
+const BUN_RESULTS: Record<CType, FFIType> = {
+  ...BUN_ARGS,
+  i64: FFIType.i64_fast,
+  u64: FFIType.u64_fast,
+  isize: FFIType.i64_fast,
+  usize: FFIType.u64_fast,
+};
+
+const asPtr = (p: number | null): Pointer => (p || null) as unknown as Pointer;
+const bunPtr = (p: Pointer): number => (p ?? 0) as unknown as number;
+
+function bunDef(spec: FunctionSpec) {
+  return { args: spec.args.map((t) => BUN_ARGS[t]), returns: BUN_RESULTS[spec.result] };
+}
+
+function fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
+  // Bun returns 0 or null for a NULL pointer result; both become null.
+  const f = CFunction({ ptr: bunPtr(fn) as never, ...bunDef(spec) }) as unknown as (
+    ...a: unknown[]
+  ) => unknown;
+  return (spec.result === "pointer" ? (...a: unknown[]) => asPtr(f(...a) as number) : f) as never;
+}
+
+function prepareCall<S extends FunctionSpec>(
+  fn: NativePointer,
+  spec: S,
+  args: ArgValues<S["args"]>,
+): PreparedCall<S> {
+  const f = fnPointer(fn, spec) as (...a: unknown[]) => ReturnType<PreparedCall<S>["call"]>;
+  const a = [...args] as unknown[];
+  // fixed-arity closures: no spread, no allocation per call
+  const call = a.length === 3
+    ? () => f(a[0], a[1], a[2])
+    : a.length === 2
+    ? () => f(a[0], a[1])
+    : a.length === 1
+    ? () => f(a[0])
+    : () => f(...a);
+  return {
+    call,
+    setArg(index, value) {
+      a[index] = value;
+    },
+    free() {},
+  };
+}
+
+const backend: Backend = {
+  runtime: "bun",
+  arch: process.arch === "x64" ? "x86_64" : process.arch === "arm64" ? "aarch64" : process.arch,
+  env: (name) => process.env[name],
+  open<T extends SymbolTable>(path: string, table: T): BoundLibrary<T> {
+    const defs: Record<string, ReturnType<typeof bunDef>> = {};
+    for (const [name, spec] of Object.entries(table)) {
+      if (!spec.optional) defs[name] = bunDef(spec);
+    }
+    const lib = dlopen(path, defs);
+    const out: Record<string, unknown> = { ...lib.symbols };
+    // Bun has no optional symbols: try each alone and leave it undefined when absent.
+    for (const [name, spec] of Object.entries(table)) {
+      if (!spec.optional) continue;
+      try {
+        out[name] = dlopen(path, { [name]: bunDef(spec) }).symbols[name];
+      } catch {
+        out[name] = undefined;
+      }
+    }
+    for (const [name, spec] of Object.entries(table)) {
+      const f = out[name] as ((...a: unknown[]) => number | null) | undefined;
+      if (f && spec.result === "pointer") out[name] = (...a: unknown[]) => asPtr(f(...a));
+    }
+    return out as BoundLibrary<T>;
+  },
+  address: (p) => BigInt(bunPtr(p)),
+  pointer: (a) => asPtr(Number(a)),
+  offset: (p, n) => (bunPtr(p) + n) as unknown as NativePointer,
+  pointerOf: (v) => ptr(v as never) as unknown as NativePointer,
+  arrayBuffer: (p, len) => toArrayBuffer(bunPtr(p) as never, 0, len),
+  readPointer: (p, off) => asPtr(read.ptr(bunPtr(p) as never, off) as number),
+  cstring(p, off) {
+    const start = bunPtr(p) + off;
+    let len = 0;
+    while (read.u8(start as never, len) !== 0) len++;
+    return new TextDecoder().decode(new Uint8Array(toArrayBuffer(start as never, 0, len)));
+  },
+  functionPointers: () => ({ path: "CFunction", fnPointer, prepareCall }),
+};
+
+/** Creates the Bun implementation of {@link Native}. */
+export function createNative(paths: LibraryPaths): Native {
+  return buildNative(backend, paths);
+}

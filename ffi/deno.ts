@@ -1,0 +1,317 @@
+/**
+ * The Deno loader: `Deno.dlopen` for symbols, libffi's `ffi_call` for function
+ * pointers (with `Deno.UnsafeFnPointer` as the fallback when libffi is absent).
+ *
+ * @module
+ */
+
+import type {
+  ArgValues,
+  BoundLibrary,
+  CType,
+  FunctionSpec,
+  Int64,
+  NativePointer,
+  Pointer,
+  SymbolTable,
+} from "../types/ctypes.ts";
+import type { Native, PreparedCall } from "../types/native.ts";
+import { LIBFFI } from "../types/symbols/libc.ts";
+import { RdmaError } from "../types/errors.ts";
+import { type Backend, buildNative } from "./build.ts";
+import { candidates, LIBRARIES, type LibraryPaths } from "./library.ts";
+
+type DenoResult = Deno.NativeResultType;
+
+const DENO_TYPES: Record<CType, DenoResult> = {
+  void: "void",
+  bool: "bool",
+  i8: "i8",
+  u8: "u8",
+  i16: "i16",
+  u16: "u16",
+  i32: "i32",
+  u32: "u32",
+  i64: "i64",
+  u64: "u64",
+  isize: "isize",
+  usize: "usize",
+  f32: "f32",
+  f64: "f64",
+  pointer: "pointer",
+  buffer: "buffer",
+};
+
+function denoDef(spec: FunctionSpec): Deno.ForeignFunction {
+  return {
+    parameters: spec.args.map((t) => DENO_TYPES[t] as Deno.NativeType),
+    result: DENO_TYPES[spec.result],
+    optional: spec.optional ?? false,
+  };
+}
+
+const asPtr = (p: Deno.PointerValue): Pointer => p as unknown as Pointer;
+const denoPtr = (p: Pointer): Deno.PointerValue => p as unknown as Deno.PointerValue;
+
+// libffi's ffi_type names for our C types.
+const FFI_TYPES: Record<CType, string> = {
+  void: "ffi_type_void",
+  bool: "ffi_type_uint8",
+  i8: "ffi_type_sint8",
+  u8: "ffi_type_uint8",
+  i16: "ffi_type_sint16",
+  u16: "ffi_type_uint16",
+  i32: "ffi_type_sint32",
+  u32: "ffi_type_uint32",
+  i64: "ffi_type_sint64",
+  u64: "ffi_type_uint64",
+  isize: "ffi_type_sint64",
+  usize: "ffi_type_uint64",
+  f32: "ffi_type_float",
+  f64: "ffi_type_double",
+  pointer: "ffi_type_pointer",
+  buffer: "ffi_type_pointer",
+};
+// ffi_abi FFI_DEFAULT_ABI: FFI_UNIX64 on x86-64, FFI_SYSV on aarch64 (ffitarget.h).
+const FFI_DEFAULT_ABI: Record<string, number> = { x86_64: 2, aarch64: 1 };
+const RTLD_NOW = 2;
+const CIF_BYTES = 64; // sizeof(ffi_cif) is 32 on x86-64; room for targets' extra fields
+const SLOT = 8;
+
+/** Writes one argument into its 8-byte slot (little-endian targets only). */
+function writeSlot(view: DataView, at: number, type: CType, value: unknown): void {
+  switch (type) {
+    case "pointer":
+    case "buffer": {
+      const v = value === null
+        ? 0n
+        : ArrayBuffer.isView(value)
+        ? BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(value)))
+        : BigInt(Deno.UnsafePointer.value(value as Deno.PointerValue));
+      view.setBigUint64(at, v, true);
+      return;
+    }
+    case "i64":
+    case "isize":
+      view.setBigInt64(at, BigInt(value as Int64), true);
+      return;
+    case "u64":
+    case "usize":
+      view.setBigUint64(at, BigInt(value as Int64), true);
+      return;
+    case "f32":
+      view.setFloat32(at, value as number, true);
+      return;
+    case "f64":
+      view.setFloat64(at, value as number, true);
+      return;
+    case "bool":
+      view.setUint8(at, value ? 1 : 0);
+      return;
+    default:
+      // integers up to 32 bits: libffi reads the low bytes of the slot
+      view.setBigInt64(at, BigInt(Math.trunc(value as number)), true);
+  }
+}
+
+function readResult(view: DataView, type: CType): unknown {
+  switch (type) {
+    case "void":
+      return undefined;
+    case "pointer":
+    case "buffer":
+      return asPtr(Deno.UnsafePointer.create(view.getBigUint64(0, true)));
+    case "i64":
+    case "isize": {
+      const v = view.getBigInt64(0, true);
+      return v >= -0x1fffffffffffffn && v <= 0x1fffffffffffffn ? Number(v) : v;
+    }
+    case "u64":
+    case "usize": {
+      const v = view.getBigUint64(0, true);
+      return v <= 0x1fffffffffffffn ? Number(v) : v;
+    }
+    case "f32":
+      return view.getFloat32(0, true);
+    case "f64":
+      return view.getFloat64(0, true);
+    case "bool":
+      return view.getUint8(0) !== 0;
+    case "i8":
+      return view.getInt8(0);
+    case "u8":
+      return view.getUint8(0);
+    case "i16":
+      return view.getInt16(0, true);
+    case "u16":
+      return view.getUint16(0, true);
+    case "i32":
+      return view.getInt32(0, true);
+    case "u32":
+      return view.getUint32(0, true);
+  }
+}
+
+/** The libffi fast path: one `ffi_call` symbol call per function-pointer call. */
+function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "prepareCall"> {
+  const ffi = Deno.dlopen(path, {
+    ffi_prep_cif: denoDef(LIBFFI.ffi_prep_cif),
+    ffi_call: denoDef(LIBFFI.ffi_call),
+  }).symbols;
+  const abi = FFI_DEFAULT_ABI[native.arch];
+  if (abi === undefined) throw new RdmaError(`libffi ABI unknown for ${native.arch}`);
+  const handle = native.libc.dlopen(native.pointerOf(native.cstringBytes(path)), RTLD_NOW);
+  if (handle === null) throw new RdmaError(`dlopen(${path}) failed`);
+  const typeOf = new Map<string, NativePointer>();
+  const ffiType = (t: CType): NativePointer => {
+    const name = FFI_TYPES[t];
+    let p = typeOf.get(name);
+    if (!p) {
+      const sym = native.libc.dlsym(handle, native.pointerOf(native.cstringBytes(name)));
+      if (sym === null) throw new RdmaError(`libffi lacks ${name}`);
+      typeOf.set(name, p = sym);
+    }
+    return p;
+  };
+  const cifs = new WeakMap<FunctionSpec, NativePointer>();
+  const cifFor = (spec: FunctionSpec): NativePointer => {
+    let cif = cifs.get(spec);
+    if (cif) return cif;
+    const n = spec.args.length;
+    // one block: cif, then the atypes array; kept for the life of the process
+    cif = native.alloc(CIF_BYTES + Math.max(1, n) * SLOT, 16);
+    const atypes = native.offset(cif, CIF_BYTES);
+    spec.args.forEach((t, i) => native.writePointer(atypes, i * SLOT, ffiType(t)));
+    const status = ffi.ffi_prep_cif(
+      denoPtr(cif),
+      abi,
+      n,
+      denoPtr(ffiType(spec.result)),
+      denoPtr(atypes),
+    );
+    if (status !== 0) throw new RdmaError(`ffi_prep_cif failed (${status}) for ${spec.c}`);
+    cifs.set(spec, cif);
+    return cif;
+  };
+
+  function prepareCall<S extends FunctionSpec>(
+    fn: NativePointer,
+    spec: S,
+    args: ArgValues<S["args"]>,
+  ): PreparedCall<S> {
+    const cif = denoPtr(cifFor(spec));
+    const n = spec.args.length;
+    // block: rvalue slot, n value slots, n avalue pointers
+    let block: NativePointer | null = native.alloc(SLOT * (1 + 2 * n), 16);
+    const view = new DataView(native.arrayBuffer(block, SLOT * (1 + 2 * n)));
+    const rvalue = denoPtr(block);
+    const avalue = denoPtr(native.offset(block, SLOT * (1 + n)));
+    for (let i = 0; i < n; i++) {
+      view.setBigUint64(SLOT * (1 + n + i), native.address(block) + BigInt(SLOT * (1 + i)), true);
+      writeSlot(view, SLOT * (1 + i), spec.args[i], args[i]);
+    }
+    const target = denoPtr(fn);
+    const result = spec.result;
+    const call = ffi.ffi_call;
+    return {
+      call() {
+        if (block === null) throw new RdmaError("prepared call used after free()");
+        call(cif, target, rvalue, avalue);
+        return readResult(view, result) as ReturnType<PreparedCall<S>["call"]>;
+      },
+      setArg(index, value) {
+        writeSlot(view, SLOT * (1 + index), spec.args[index], value);
+      },
+      free() {
+        if (block !== null) native.free(block);
+        block = null;
+      },
+    };
+  }
+
+  return {
+    prepareCall,
+    fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
+      const n = spec.args.length;
+      const prepared = prepareCall(fn, spec, new Array(n).fill(0) as ArgValues<S["args"]>);
+      return ((...args: unknown[]) => {
+        for (let i = 0; i < n; i++) prepared.setArg(i, args[i] as never);
+        return prepared.call();
+      }) as never;
+    },
+  };
+}
+
+/** The fallback: `Deno.UnsafeFnPointer` (about a microsecond per call). */
+function unsafeFnPointerPath(): Pick<Native, "fnPointer" | "prepareCall"> {
+  function fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
+    const f = new Deno.UnsafeFnPointer(
+      denoPtr(fn) as Deno.PointerObject<never>,
+      denoDef(spec) as never,
+    );
+    return ((...args: unknown[]) => {
+      const r = f.call(...(args as never[]));
+      return spec.result === "pointer" ? asPtr(r as Deno.PointerValue) : r;
+    }) as never;
+  }
+  return {
+    fnPointer,
+    prepareCall<S extends FunctionSpec>(fn: NativePointer, spec: S, args: ArgValues<S["args"]>) {
+      const f = fnPointer(fn, spec) as (...a: unknown[]) => ReturnType<PreparedCall<S>["call"]>;
+      const a = [...args] as unknown[];
+      return {
+        call: () => f(...a),
+        setArg(index: number, value: unknown) {
+          a[index] = value;
+        },
+        free() {},
+      };
+    },
+  };
+}
+
+function env(name: string): string | undefined {
+  try {
+    if (Deno.permissions.querySync({ name: "env", variable: name }).state !== "granted") {
+      return undefined;
+    }
+    return Deno.env.get(name);
+  } catch {
+    return undefined;
+  }
+}
+
+const backend: Backend = {
+  runtime: "deno",
+  arch: Deno.build.arch,
+  env,
+  open<T extends SymbolTable>(path: string, table: T): BoundLibrary<T> {
+    const defs: Record<string, Deno.ForeignFunction> = {};
+    for (const [name, spec] of Object.entries(table)) defs[name] = denoDef(spec);
+    return Deno.dlopen(path, defs).symbols as unknown as BoundLibrary<T>;
+  },
+  address: (p) => BigInt(Deno.UnsafePointer.value(denoPtr(p))),
+  pointer: (a) => asPtr(Deno.UnsafePointer.create(BigInt(a))),
+  offset: (p, n) => asPtr(Deno.UnsafePointer.offset(denoPtr(p)!, n)) as NativePointer,
+  pointerOf: (v) => asPtr(Deno.UnsafePointer.of(v as BufferSource)) as NativePointer,
+  arrayBuffer: (p, len) => Deno.UnsafePointerView.getArrayBuffer(denoPtr(p)!, len),
+  readPointer: (p, off) => asPtr(new Deno.UnsafePointerView(denoPtr(p)!).getPointer(off)),
+  cstring: (p, off) => Deno.UnsafePointerView.getCString(denoPtr(p)!, off),
+  functionPointers(native: Native, paths: LibraryPaths) {
+    if (paths.libffi !== false) {
+      for (const path of candidates(LIBRARIES.libffi, paths.libffi, env)) {
+        try {
+          return { path: "libffi", ...libffiPath(native, path) };
+        } catch {
+          // try the next candidate, then fall back
+        }
+      }
+    }
+    return { path: "UnsafeFnPointer", ...unsafeFnPointerPath() };
+  },
+};
+
+/** Creates the Deno implementation of {@link Native}. */
+export function createNative(paths: LibraryPaths): Native {
+  return buildNative(backend, paths);
+}

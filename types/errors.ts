@@ -1,0 +1,85 @@
+/**
+ * The error classes of this library. Every failure is one of these, split by
+ * cause: the caller's mistake, a failing C call (with its errno), an operation
+ * the provider does not support, a closed object, a missing device or library.
+ *
+ * @module
+ */
+
+import { Errno, errnoName } from "./errno.ts";
+
+/** The base class of every error this library throws. */
+export class RdmaError extends Error {
+  /** Creates the error. */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** A C call failed; carries the operation, errno and its name. */
+export class NativeError extends RdmaError {
+  /** The C function that failed, e.g. `ibv_alloc_pd`. */
+  readonly operation: string;
+  /** The errno value it left. */
+  readonly errno: number;
+  /** The errno name, e.g. `ENOMEM`. */
+  readonly code: string;
+  /** Creates the error; `detail` is the errno's text from the C library. */
+  constructor(operation: string, errno: number, detail: string, context?: string) {
+    super(`${operation}${context ? ` (${context})` : ""} failed: ${errnoName(errno)} (${detail})`);
+    this.operation = operation;
+    this.errno = errno;
+    this.code = errnoName(errno);
+  }
+}
+
+/** The provider or device does not support the operation (EOPNOTSUPP and kin). */
+export class UnsupportedError extends NativeError {}
+
+/** Errno values that mean "not supported by this provider". */
+export const UNSUPPORTED_ERRNOS: ReadonlySet<number> = new Set([
+  Errno.EOPNOTSUPP,
+  Errno.EPROTONOSUPPORT,
+  Errno.ENOSYS,
+]);
+
+/** The caller passed something the library or the provider would reject; nothing was sent to the provider. */
+export class InvalidArgumentError extends RdmaError {}
+
+/** An object was used after it, or its parent, was closed. */
+export class ClosedError extends RdmaError {
+  /** Creates the error for the named kind of object (e.g. `ProtectionDomain`). */
+  constructor(what: string) {
+    super(`${what} is closed`);
+  }
+}
+
+/** The machine has no RDMA device (or no RDMA support in its kernel). */
+export class NoDeviceError extends RdmaError {
+  /** Creates the error; `detail` says what was observed. */
+  constructor(detail: string) {
+    super(
+      `No RDMA device found (${detail}). Use a machine with an RDMA NIC, create a ` +
+        "soft-RoCE device with `rdma link add rxe0 type rxe netdev <ifname>` " +
+        "(kernel module rdma_rxe), or run inside the project's soft-RoCE VM: " +
+        "`scripts/softroce-vm -- <command>`.",
+    );
+  }
+}
+
+/** A native library could not be loaded. */
+export class LibraryNotFoundError extends RdmaError {
+  /** The library's soname, e.g. `libibverbs.so.1`. */
+  readonly library: string;
+  /** Creates the error with install hints. */
+  constructor(library: string, tried: readonly string[], install: string, reason: string) {
+    super(
+      `Could not load ${library} (tried: ${tried.join(", ")}): ${reason}. ${install}`,
+    );
+    this.library = library;
+  }
+}
+
+/** A wait was cancelled by its AbortSignal or ran past its timeout. */
+export class AbortedError extends RdmaError {}

@@ -1,0 +1,290 @@
+/**
+ * libibverbs: the exported functions, and the signatures of the inline verbs that
+ * `verbs.h` reaches through `ibv_context.ops` / `verbs_context` function pointers.
+ *
+ * @module
+ */
+
+import type { FunctionSpec, SymbolTable } from "../ctypes.ts";
+
+/** Every exported libibverbs function this library calls, with its C prototype. */
+export const IBVERBS = {
+  ibv_get_device_list: {
+    args: ["pointer"],
+    result: "pointer",
+    c: "struct ibv_device **ibv_get_device_list(int *num_devices)",
+  },
+  ibv_free_device_list: {
+    args: ["pointer"],
+    result: "void",
+    c: "void ibv_free_device_list(struct ibv_device **list)",
+  },
+  ibv_get_device_name: {
+    args: ["pointer"],
+    result: "pointer",
+    c: "const char *ibv_get_device_name(struct ibv_device *device)",
+  },
+  ibv_get_device_guid: {
+    args: ["pointer"],
+    result: "u64",
+    c: "__be64 ibv_get_device_guid(struct ibv_device *device)",
+  },
+  ibv_get_device_index: {
+    args: ["pointer"],
+    result: "i32",
+    c: "int ibv_get_device_index(struct ibv_device *device)",
+  },
+  ibv_open_device: {
+    args: ["pointer"],
+    result: "pointer",
+    c: "struct ibv_context *ibv_open_device(struct ibv_device *device)",
+  },
+  ibv_close_device: {
+    args: ["pointer"],
+    result: "i32",
+    c: "int ibv_close_device(struct ibv_context *context)",
+  },
+  ibv_query_device: {
+    args: ["pointer", "pointer"],
+    result: "i32",
+    c: "int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *device_attr)",
+  },
+  ibv_query_port: {
+    args: ["pointer", "u8", "pointer"],
+    result: "i32",
+    c: "int ibv_query_port(struct ibv_context *context, uint8_t port_num, struct _compat_ibv_port_attr *port_attr) /* compat only: use verbs_context.query_port */",
+  },
+  ibv_query_gid: {
+    args: ["pointer", "u8", "i32", "pointer"],
+    result: "i32",
+    c: "int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index, union ibv_gid *gid)",
+  },
+  _ibv_query_gid_ex: {
+    args: ["pointer", "u32", "u32", "pointer", "u32", "usize"],
+    result: "i32",
+    c: "int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t gid_index, struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size)",
+    optional: true,
+  },
+  _ibv_query_gid_table: {
+    args: ["pointer", "pointer", "usize", "u32", "usize"],
+    result: "isize",
+    c: "ssize_t _ibv_query_gid_table(struct ibv_context *context, struct ibv_gid_entry *entries, size_t max_entries, uint32_t flags, size_t entry_size)",
+    optional: true,
+  },
+  ibv_query_pkey: {
+    args: ["pointer", "u8", "i32", "pointer"],
+    result: "i32",
+    c: "int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index, __be16 *pkey)",
+  },
+  ibv_get_pkey_index: {
+    args: ["pointer", "u8", "u16"],
+    result: "i32",
+    c: "int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num, __be16 pkey)",
+  },
+  ibv_get_async_event: {
+    args: ["pointer", "pointer"],
+    result: "i32",
+    c: "int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event)",
+  },
+  ibv_ack_async_event: {
+    args: ["pointer"],
+    result: "void",
+    c: "void ibv_ack_async_event(struct ibv_async_event *event)",
+  },
+  ibv_alloc_pd: {
+    args: ["pointer"],
+    result: "pointer",
+    c: "struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)",
+  },
+  ibv_dealloc_pd: { args: ["pointer"], result: "i32", c: "int ibv_dealloc_pd(struct ibv_pd *pd)" },
+  ibv_reg_mr_iova2: {
+    args: ["pointer", "pointer", "usize", "u64", "u32"],
+    result: "pointer",
+    c: "struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, unsigned int access)",
+  },
+  ibv_rereg_mr: {
+    args: ["pointer", "i32", "pointer", "pointer", "usize", "i32"],
+    result: "i32",
+    c: "int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length, int access)",
+  },
+  ibv_dereg_mr: { args: ["pointer"], result: "i32", c: "int ibv_dereg_mr(struct ibv_mr *mr)" },
+  ibv_create_comp_channel: {
+    args: ["pointer"],
+    result: "pointer",
+    c: "struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)",
+  },
+  ibv_destroy_comp_channel: {
+    args: ["pointer"],
+    result: "i32",
+    c: "int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)",
+  },
+  ibv_create_cq: {
+    args: ["pointer", "i32", "pointer", "pointer", "i32"],
+    result: "pointer",
+    c: "struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context, struct ibv_comp_channel *channel, int comp_vector)",
+  },
+  ibv_resize_cq: {
+    args: ["pointer", "i32"],
+    result: "i32",
+    c: "int ibv_resize_cq(struct ibv_cq *cq, int cqe)",
+  },
+  ibv_destroy_cq: { args: ["pointer"], result: "i32", c: "int ibv_destroy_cq(struct ibv_cq *cq)" },
+  ibv_get_cq_event: {
+    args: ["pointer", "pointer", "pointer"],
+    result: "i32",
+    c: "int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context)",
+  },
+  ibv_ack_cq_events: {
+    args: ["pointer", "u32"],
+    result: "void",
+    c: "void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)",
+  },
+  ibv_create_srq: {
+    args: ["pointer", "pointer"],
+    result: "pointer",
+    c: "struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *srq_init_attr)",
+  },
+  ibv_modify_srq: {
+    args: ["pointer", "pointer", "i32"],
+    result: "i32",
+    c: "int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_attr_mask)",
+  },
+  ibv_query_srq: {
+    args: ["pointer", "pointer"],
+    result: "i32",
+    c: "int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)",
+  },
+  ibv_destroy_srq: {
+    args: ["pointer"],
+    result: "i32",
+    c: "int ibv_destroy_srq(struct ibv_srq *srq)",
+  },
+  ibv_create_qp: {
+    args: ["pointer", "pointer"],
+    result: "pointer",
+    c: "struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)",
+  },
+  ibv_modify_qp: {
+    args: ["pointer", "pointer", "i32"],
+    result: "i32",
+    c: "int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)",
+  },
+  ibv_query_qp: {
+    args: ["pointer", "pointer", "i32", "pointer"],
+    result: "i32",
+    c: "int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask, struct ibv_qp_init_attr *init_attr)",
+  },
+  ibv_destroy_qp: { args: ["pointer"], result: "i32", c: "int ibv_destroy_qp(struct ibv_qp *qp)" },
+  ibv_create_ah: {
+    args: ["pointer", "pointer"],
+    result: "pointer",
+    c: "struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)",
+  },
+  ibv_init_ah_from_wc: {
+    args: ["pointer", "u8", "pointer", "pointer", "pointer"],
+    result: "i32",
+    c: "int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num, struct ibv_wc *wc, struct ibv_grh *grh, struct ibv_ah_attr *ah_attr)",
+  },
+  ibv_create_ah_from_wc: {
+    args: ["pointer", "pointer", "pointer", "u8"],
+    result: "pointer",
+    c: "struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh, uint8_t port_num)",
+  },
+  ibv_destroy_ah: { args: ["pointer"], result: "i32", c: "int ibv_destroy_ah(struct ibv_ah *ah)" },
+  ibv_attach_mcast: {
+    args: ["pointer", "pointer", "u16"],
+    result: "i32",
+    c: "int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)",
+  },
+  ibv_detach_mcast: {
+    args: ["pointer", "pointer", "u16"],
+    result: "i32",
+    c: "int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)",
+  },
+  ibv_fork_init: { args: [], result: "i32", c: "int ibv_fork_init(void)" },
+  ibv_wc_status_str: {
+    args: ["i32"],
+    result: "pointer",
+    c: "const char *ibv_wc_status_str(enum ibv_wc_status status)",
+  },
+  ibv_event_type_str: {
+    args: ["i32"],
+    result: "pointer",
+    c: "const char *ibv_event_type_str(enum ibv_event_type event)",
+  },
+  ibv_node_type_str: {
+    args: ["i32"],
+    result: "pointer",
+    c: "const char *ibv_node_type_str(enum ibv_node_type node_type)",
+  },
+  ibv_port_state_str: {
+    args: ["i32"],
+    result: "pointer",
+    c: "const char *ibv_port_state_str(enum ibv_port_state port_state)",
+  },
+  ibv_rate_to_mbps: { args: ["i32"], result: "i32", c: "int ibv_rate_to_mbps(enum ibv_rate rate)" },
+} as const satisfies SymbolTable;
+
+/**
+ * The inline verbs of `verbs.h`, which are not exported symbols: they are
+ * function pointers in `ibv_context.ops` (and `verbs_context` for the extended
+ * ones), called with these signatures.
+ */
+export const IBVERBS_OPS = {
+  poll_cq: {
+    args: ["pointer", "i32", "pointer"],
+    result: "i32",
+    c: "int (*poll_cq)(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)",
+  },
+  req_notify_cq: {
+    args: ["pointer", "i32"],
+    result: "i32",
+    c: "int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only)",
+  },
+  post_send: {
+    args: ["pointer", "pointer", "pointer"],
+    result: "i32",
+    c: "int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)",
+  },
+  post_recv: {
+    args: ["pointer", "pointer", "pointer"],
+    result: "i32",
+    c: "int (*post_recv)(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)",
+  },
+  post_srq_recv: {
+    args: ["pointer", "pointer", "pointer"],
+    result: "i32",
+    c: "int (*post_srq_recv)(struct ibv_srq *srq, struct ibv_recv_wr *recv_wr, struct ibv_recv_wr **bad_recv_wr)",
+  },
+  alloc_mw: {
+    args: ["pointer", "i32"],
+    result: "pointer",
+    c: "struct ibv_mw *(*alloc_mw)(struct ibv_pd *pd, enum ibv_mw_type type)",
+  },
+  dealloc_mw: { args: ["pointer"], result: "i32", c: "int (*dealloc_mw)(struct ibv_mw *mw)" },
+  bind_mw: {
+    args: ["pointer", "pointer", "pointer"],
+    result: "i32",
+    c: "int (*bind_mw)(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind)",
+  },
+  query_port: {
+    args: ["pointer", "u8", "pointer", "usize"],
+    result: "i32",
+    c: "int (*query_port)(struct ibv_context *context, uint8_t port_num, struct ibv_port_attr *port_attr, size_t port_attr_len) /* verbs_context */",
+  },
+  query_device_ex: {
+    args: ["pointer", "pointer", "pointer", "usize"],
+    result: "i32",
+    c: "int (*query_device_ex)(struct ibv_context *context, const struct ibv_query_device_ex_input *input, struct ibv_device_attr_ex *attr, size_t attr_size) /* verbs_context */",
+  },
+  create_cq_ex: {
+    args: ["pointer", "pointer"],
+    result: "pointer",
+    c: "struct ibv_cq_ex *(*create_cq_ex)(struct ibv_context *context, struct ibv_cq_init_attr_ex *init_attr) /* verbs_context */",
+  },
+  create_qp_ex: {
+    args: ["pointer", "pointer"],
+    result: "pointer",
+    c: "struct ibv_qp *(*create_qp_ex)(struct ibv_context *context, struct ibv_qp_init_attr_ex *qp_init_attr_ex) /* verbs_context */",
+  },
+} as const satisfies Readonly<Record<string, FunctionSpec>>;
