@@ -250,7 +250,7 @@ function unsafeFnPointerPath(): Pick<Native, "fnPointer" | "prepareCall"> {
       denoDef(spec) as never,
     );
     return ((...args: unknown[]) => {
-      const r = f.call(...(args as never[]));
+      const r = (f.call as (...a: unknown[]) => unknown)(...args);
       return spec.result === "pointer" ? asPtr(r as Deno.PointerValue) : r;
     }) as never;
   }
