@@ -1,0 +1,26 @@
+/**
+ * @rdma/verbs — RDMA (libibverbs and librdmacm) for Deno and Bun.
+ *
+ * ```ts
+ * import { listDevices } from "jsr:@rdma/verbs";
+ * for (const d of listDevices()) console.log(d.name, d.guid);
+ * ```
+ *
+ * @module
+ */
+
+export { type DeviceInfo, listDevices } from "./verbs/devices.ts";
+export { configureNative, type LibraryPaths, native } from "./ffi/native.ts";
+export type { FnPointerPath, Native, PreparedCall } from "./types/native.ts";
+export type { CType, FunctionSpec, NativePointer, Pointer } from "./types/ctypes.ts";
+export {
+  AbortedError,
+  ClosedError,
+  InvalidArgumentError,
+  LibraryNotFoundError,
+  NativeError,
+  NoDeviceError,
+  RdmaError,
+  UnsupportedError,
+} from "./types/errors.ts";
+export { Errno, errnoName } from "./types/errno.ts";

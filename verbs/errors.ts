@@ -1,0 +1,38 @@
+/**
+ * Turning errno into typed errors, right after a failing call.
+ *
+ * @module
+ */
+
+import { native } from "../ffi/native.ts";
+import { NativeError, UNSUPPORTED_ERRNOS, UnsupportedError } from "../types/errors.ts";
+
+/** The errno's message from the C library (`strerror_r`). */
+export function strerror(errno: number): string {
+  const n = native();
+  const buf = n.alloc(256, 8);
+  try {
+    return n.cstring(n.libc.strerror_r(errno, buf, 256)) ?? `errno ${errno}`;
+  } finally {
+    n.free(buf);
+  }
+}
+
+/** A typed error for `operation` failing with `errno` (UnsupportedError for EOPNOTSUPP and kin). */
+export function nativeError(operation: string, errno: number, context?: string): NativeError {
+  const Kind = UNSUPPORTED_ERRNOS.has(errno) ? UnsupportedError : NativeError;
+  return new Kind(operation, errno, strerror(errno), context);
+}
+
+/**
+ * Throws the typed error for `operation` from the current errno. Call it
+ * immediately after the failing call, before anything else can touch errno.
+ */
+export function throwErrno(operation: string, context?: string): never {
+  throw nativeError(operation, native().errno(), context);
+}
+
+/** For calls that return a negative errno (or a positive one) instead of setting errno. */
+export function throwReturned(operation: string, rc: number, context?: string): never {
+  throw nativeError(operation, Math.abs(rc), context);
+}
