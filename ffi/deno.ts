@@ -251,7 +251,10 @@ function unsafeFnPointerPath(): Pick<Native, "fnPointer" | "prepareCall"> {
     );
     return ((...args: unknown[]) => {
       const r = (f.call as (...a: unknown[]) => unknown)(...args);
-      return spec.result === "pointer" ? asPtr(r as Deno.PointerValue) : r;
+      if (spec.result === "pointer") return asPtr(r as Deno.PointerValue);
+      return typeof r === "bigint" && r >= -0x1fffffffffffffn && r <= 0x1fffffffffffffn
+        ? Number(r)
+        : r;
     }) as never;
   }
   return {
