@@ -7,26 +7,25 @@
  */
 
 /** `enum rdma_cm_event_type`: the type of a connection manager event. */
-export const CmEventType = Object.freeze(
-  {
-    ADDR_RESOLVED: 0,
-    ADDR_ERROR: 1,
-    ROUTE_RESOLVED: 2,
-    ROUTE_ERROR: 3,
-    CONNECT_REQUEST: 4,
-    CONNECT_RESPONSE: 5,
-    CONNECT_ERROR: 6,
-    UNREACHABLE: 7,
-    REJECTED: 8,
-    ESTABLISHED: 9,
-    DISCONNECTED: 10,
-    DEVICE_REMOVAL: 11,
-    MULTICAST_JOIN: 12,
-    MULTICAST_ERROR: 13,
-    ADDR_CHANGE: 14,
-    TIMEWAIT_EXIT: 15,
-  } as const,
-);
+export const CmEventType = {
+  ADDR_RESOLVED: 0,
+  ADDR_ERROR: 1,
+  ROUTE_RESOLVED: 2,
+  ROUTE_ERROR: 3,
+  CONNECT_REQUEST: 4,
+  CONNECT_RESPONSE: 5,
+  CONNECT_ERROR: 6,
+  UNREACHABLE: 7,
+  REJECTED: 8,
+  ESTABLISHED: 9,
+  DISCONNECTED: 10,
+  DEVICE_REMOVAL: 11,
+  MULTICAST_JOIN: 12,
+  MULTICAST_ERROR: 13,
+  ADDR_CHANGE: 14,
+  TIMEWAIT_EXIT: 15,
+} as const;
+Object.freeze(CmEventType);
 /** A value of {@link CmEventType}. */
 export type CmEventType = typeof CmEventType[keyof typeof CmEventType];
 
@@ -42,9 +41,8 @@ export function cmEventStr(event: number): string {
  * `enum rdma_port_space`: the port space of an `rdma_cm_id`. `TCP` and `IB` give
  * connected (RC) ids, `UDP` and `IPOIB` unreliable datagram (UD) ids.
  */
-export const PortSpace = Object.freeze(
-  { IPOIB: 0x0002, TCP: 0x0106, UDP: 0x0111, IB: 0x013f } as const,
-);
+export const PortSpace = { IPOIB: 0x0002, TCP: 0x0106, UDP: 0x0111, IB: 0x013f } as const;
+Object.freeze(PortSpace);
 /** A value of {@link PortSpace}. */
 export type PortSpace = typeof PortSpace[keyof typeof PortSpace];
 
@@ -53,15 +51,14 @@ export type PortSpace = typeof PortSpace[keyof typeof PortSpace];
  * id for an IP port is `IB_IP_PS_TCP | port` (or `IB_IP_PS_UDP | port`). Bigints
  * (64-bit values).
  */
-export const IbServiceId = Object.freeze(
-  {
-    IB_IP_PS_MASK: 0xffffffffffff0000n,
-    IB_IP_PORT_MASK: 0x000000000000ffffn,
-    IB_IP_PS_TCP: 0x0000000001060000n,
-    IB_IP_PS_UDP: 0x0000000001110000n,
-    IB_PS_IB: 0x00000000013f0000n,
-  } as const,
-);
+export const IbServiceId = {
+  IB_IP_PS_MASK: 0xffffffffffff0000n,
+  IB_IP_PORT_MASK: 0x000000000000ffffn,
+  IB_IP_PS_TCP: 0x0000000001060000n,
+  IB_IP_PS_UDP: 0x0000000001110000n,
+  IB_PS_IB: 0x00000000013f0000n,
+} as const;
+Object.freeze(IbServiceId);
 
 /** `RDMA_UDP_QKEY`: the Q_Key of UD ids in the `RDMA_PS_UDP` port space. */
 export const RDMA_UDP_QKEY = 0x01234567;
@@ -70,17 +67,18 @@ export const RDMA_UDP_QKEY = 0x01234567;
  * `RDMA_MAX_RESP_RES` and `RDMA_MAX_INIT_DEPTH`: passed as `responder_resources` /
  * `initiator_depth` of `rdma_conn_param`, they ask for the device's maximum.
  */
-export const ConnParamMax = Object.freeze({ MAX_RESP_RES: 0xff, MAX_INIT_DEPTH: 0xff } as const);
+export const ConnParamMax = { MAX_RESP_RES: 0xff, MAX_INIT_DEPTH: 0xff } as const;
+Object.freeze(ConnParamMax);
 
 /** `RAI_*`: the `ai_flags` of `rdma_getaddrinfo` hints. */
-export const RaiFlags = Object.freeze(
-  { PASSIVE: 0x1, NUMERICHOST: 0x2, NOROUTE: 0x4, FAMILY: 0x8 } as const,
-);
+export const RaiFlags = { PASSIVE: 0x1, NUMERICHOST: 0x2, NOROUTE: 0x4, FAMILY: 0x8 } as const;
+Object.freeze(RaiFlags);
 /** A bit of {@link RaiFlags}. */
 export type RaiFlags = typeof RaiFlags[keyof typeof RaiFlags];
 
 /** `RDMA_OPTION_ID` / `RDMA_OPTION_IB`: the `level` argument of `rdma_set_option`. */
-export const OptionLevel = Object.freeze({ ID: 0, IB: 1 } as const);
+export const OptionLevel = { ID: 0, IB: 1 } as const;
+Object.freeze(OptionLevel);
 /** A value of {@link OptionLevel}. */
 export type OptionLevel = typeof OptionLevel[keyof typeof OptionLevel];
 
@@ -89,28 +87,26 @@ export type OptionLevel = typeof OptionLevel[keyof typeof OptionLevel];
  * (type of service), `REUSEADDR` and `AFONLY` an `int`, `ACK_TIMEOUT` a `uint8_t`
  * (the QP local ACK timeout exponent).
  */
-export const OptionId = Object.freeze(
-  { TOS: 0, REUSEADDR: 1, AFONLY: 2, ACK_TIMEOUT: 3 } as const,
-);
+export const OptionId = { TOS: 0, REUSEADDR: 1, AFONLY: 2, ACK_TIMEOUT: 3 } as const;
+Object.freeze(OptionId);
 /** A value of {@link OptionId}. */
 export type OptionId = typeof OptionId[keyof typeof OptionId];
 
 /** `RDMA_OPTION_IB_*`: the options of level `RDMA_OPTION_IB`; `PATH` takes an array of `struct ibv_path_data`. */
-export const OptionIb = Object.freeze({ PATH: 1 } as const);
+export const OptionIb = { PATH: 1 } as const;
+Object.freeze(OptionIb);
 /** A value of {@link OptionIb}. */
 export type OptionIb = typeof OptionIb[keyof typeof OptionIb];
 
 /** `enum rdma_cm_join_mc_attr_mask`: the valid fields of `rdma_cm_join_mc_attr_ex.comp_mask`. */
-export const JoinMcAttrMask = Object.freeze(
-  { ADDRESS: 1 << 0, JOIN_FLAGS: 1 << 1, RESERVED: 1 << 2 } as const,
-);
+export const JoinMcAttrMask = { ADDRESS: 0x1, JOIN_FLAGS: 0x2, RESERVED: 0x4 } as const;
+Object.freeze(JoinMcAttrMask);
 /** A bit of {@link JoinMcAttrMask}. */
 export type JoinMcAttrMask = typeof JoinMcAttrMask[keyof typeof JoinMcAttrMask];
 
 /** `enum rdma_cm_mc_join_flags`: the kind of multicast membership `rdma_join_multicast_ex` asks for. */
-export const McJoinFlag = Object.freeze(
-  { FULLMEMBER: 0, SENDONLY_FULLMEMBER: 1, RESERVED: 2 } as const,
-);
+export const McJoinFlag = { FULLMEMBER: 0, SENDONLY_FULLMEMBER: 1, RESERVED: 2 } as const;
+Object.freeze(McJoinFlag);
 /** A value of {@link McJoinFlag}. */
 export type McJoinFlag = typeof McJoinFlag[keyof typeof McJoinFlag];
 
@@ -152,37 +148,33 @@ export const RDMA_MAX_PRIVATE_DATA = 256;
  * on the IRD/ORD negotiation, so 252 is what every peer accepts; no rdma_cm header
  * is added. `connect`, `accept` and `reject` share the limit.
  */
-export const PrivateDataLimits = Object.freeze(
-  {
-    /** Size of the rdma_cm header that precedes REQ / SIDR REQ private data for IP-addressed ids. */
-    cmaHeader: 36,
-    /** IB/RoCE: the private data fields of the IB CM messages (IBTA vol. 1 ch. 12). */
-    ibCm: Object.freeze(
-      { req: 92, rep: 196, rej: 148, dreq: 220, drep: 224, sidrReq: 216, sidrRep: 136 } as const,
-    ),
-    /** IB/RoCE, IP-addressed ids, as the caller sees them. */
-    ib: Object.freeze(
-      {
-        connect: 56,
-        accept: 196,
-        reject: 148,
-        udConnect: 180,
-        udAccept: 136,
-        udReject: 136,
-        connectAfIb: 92,
-        udConnectAfIb: 216,
-      } as const,
-    ),
-    /** iWARP (MPA): the portable limit and its parts. */
-    iwarp: Object.freeze(
-      {
-        connect: 252,
-        accept: 252,
-        reject: 252,
-        mpaDriverMax: 256,
-        mpaV2IrdOrd: 4,
-        mpaRfcMax: 512,
-      } as const,
-    ),
-  } as const,
-);
+export const PrivateDataLimits = {
+  /** Size of the rdma_cm header that precedes REQ / SIDR REQ private data for IP-addressed ids. */
+  cmaHeader: 36,
+  /** IB/RoCE: the private data fields of the IB CM messages (IBTA vol. 1 ch. 12). */
+  ibCm: { req: 92, rep: 196, rej: 148, dreq: 220, drep: 224, sidrReq: 216, sidrRep: 136 },
+  /** IB/RoCE, IP-addressed ids (except the `AfIb` ones), as the caller sees them. */
+  ib: {
+    connect: 56,
+    accept: 196,
+    reject: 148,
+    udConnect: 180,
+    udAccept: 136,
+    udReject: 136,
+    connectAfIb: 92,
+    udConnectAfIb: 216,
+  },
+  /** iWARP (MPA): the portable limit and its parts. */
+  iwarp: {
+    connect: 252,
+    accept: 252,
+    reject: 252,
+    mpaDriverMax: 256,
+    mpaV2IrdOrd: 4,
+    mpaRfcMax: 512,
+  },
+} as const;
+Object.freeze(PrivateDataLimits.ibCm);
+Object.freeze(PrivateDataLimits.ib);
+Object.freeze(PrivateDataLimits.iwarp);
+Object.freeze(PrivateDataLimits);
