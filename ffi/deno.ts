@@ -83,8 +83,8 @@ function writeSlot(view: DataView, at: number, type: CType, value: unknown): voi
   switch (type) {
     case "pointer":
     case "buffer": {
-      const v = value === null
-        ? 0n
+      const v = value === null || typeof value === "number" || typeof value === "bigint"
+        ? BigInt(value ?? 0)
         : ArrayBuffer.isView(value)
         ? BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(value)))
         : BigInt(Deno.UnsafePointer.value(value as Deno.PointerValue));

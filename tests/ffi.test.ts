@@ -1,0 +1,103 @@
+import assert from "node:assert/strict";
+import { test } from "./harness.ts";
+import { configureNative, native } from "../ffi/native.ts";
+import { IBVERBS, IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
+import { RDMACM } from "../types/symbols/rdmacm.ts";
+import { LIBC } from "../types/symbols/libc.ts";
+import { Errno } from "../types/errno.ts";
+import { LibraryNotFoundError } from "../types/errors.ts";
+import type { FunctionSpec } from "../types/ctypes.ts";
+
+const tables = { libibverbs: IBVERBS, librdmacm: RDMACM, libc: LIBC } as const;
+
+test("every symbol in the tables resolves in the installed libraries", () => {
+  const n = native();
+  const libs = { libibverbs: n.ibverbs, librdmacm: n.rdmacm, libc: n.libc };
+  for (const [lib, table] of Object.entries(tables)) {
+    const bound = libs[lib as keyof typeof libs] as Record<string, unknown>;
+    for (const [name, spec] of Object.entries(table) as [string, FunctionSpec][]) {
+      assert.equal(typeof bound[name], "function", `${lib}: ${name} (${spec.c}) did not resolve`);
+    }
+  }
+});
+
+test("every table entry carries its C prototype naming the symbol", () => {
+  const all = { ...IBVERBS, ...RDMACM, ...LIBC } as Record<string, FunctionSpec>;
+  for (const [name, spec] of Object.entries(all)) {
+    assert.match(spec.c, new RegExp(`\\b${name}\\s*\\(`), `${name}: prototype "${spec.c}"`);
+  }
+  for (const [name, spec] of Object.entries(IBVERBS_OPS) as [string, FunctionSpec][]) {
+    assert.match(spec.c, new RegExp(`\\(\\*${name}\\)`), `ops.${name}: "${spec.c}"`);
+  }
+});
+
+test("errno is read right after a failing call", () => {
+  const n = native();
+  n.setErrno(0);
+  assert.equal(n.libc.close(-1), -1);
+  assert.equal(n.errno(), Errno.EBADF);
+  n.setErrno(0);
+  assert.equal(n.libc.fcntl(987654, 1, 0), -1); // F_GETFD on a closed fd
+  assert.equal(n.errno(), Errno.EBADF);
+  n.setErrno(Errno.EAGAIN);
+  assert.equal(n.errno(), Errno.EAGAIN);
+});
+
+test("a function pointer calls a real libc function (prepared and direct)", () => {
+  const n = native();
+  const self = n.libc.dlopen(null, 2);
+  const strlen = n.libc.dlsym(self, n.pointerOf(n.cstringBytes("strlen")));
+  assert.ok(strlen, "dlsym(strlen)");
+  const spec = { args: ["pointer"], result: "usize", c: "size_t strlen(const char *s)" } as const;
+  const text = n.cstringBytes("héllo, wörld"); // UTF-8: 14 bytes
+  const textPtr = n.alloc(text.length);
+  new Uint8Array(n.arrayBuffer(textPtr, text.length)).set(text);
+  assert.equal(Number(n.fnPointer(strlen, spec)(textPtr)), 14);
+  const prepared = n.prepareCall(strlen, spec, [textPtr]);
+  assert.equal(Number(prepared.call()), 14);
+  prepared.setArg(0, n.offset(textPtr, 7));
+  assert.equal(Number(prepared.call()), 7);
+  prepared.free();
+  n.free(textPtr);
+  const labs = n.libc.dlsym(self, n.pointerOf(n.cstringBytes("labs")))!;
+  const abs = n.fnPointer(labs, { args: ["i64"], result: "i64", c: "long labs(long j)" });
+  assert.equal(Number(abs(-123456789012)), 123456789012);
+  assert.ok(["libffi", "CFunction"].includes(n.fnPointerPath), n.fnPointerPath);
+});
+
+test("native memory: aligned, zeroed, zero-copy views, C strings both ways", () => {
+  const n = native();
+  const p = n.alloc(100, 4096);
+  assert.equal(n.address(p) % 4096n, 0n);
+  const bytes = new Uint8Array(n.arrayBuffer(p, 100));
+  assert.ok(bytes.every((b) => b === 0));
+  bytes.set(n.cstringBytes("π≈3.14"));
+  assert.equal(n.cstring(p), "π≈3.14");
+  assert.equal(Number(n.libc.strlen(p)), n.cstringBytes("π≈3.14").length - 1);
+  n.writePointer(p, 64, n.offset(p, 8));
+  assert.equal(n.address(n.readPointer(p, 64)), n.address(p) + 8n);
+  n.writePointer(p, 64, null);
+  assert.equal(n.readPointer(p, 64), null);
+  assert.equal(n.cstring(null), null);
+  n.free(p);
+});
+
+test("the C string functions come through: ibv_wc_status_str and rdma_event_str", () => {
+  const n = native();
+  assert.equal(n.cstring(n.ibverbs.ibv_wc_status_str(0)), "success");
+  assert.equal(n.cstring(n.rdmacm.rdma_event_str(0)), "RDMA_CM_EVENT_ADDR_RESOLVED");
+});
+
+test("a missing library gives one clear error naming the package", async () => {
+  const { createNative } = "Bun" in globalThis
+    ? await import("../ffi/bun.ts")
+    : await import("../ffi/deno.ts");
+  const broken = createNative({ libibverbs: "libibverbs-does-not-exist.so.1" });
+  assert.throws(() => broken.ibverbs, (e: unknown) => {
+    assert.ok(e instanceof LibraryNotFoundError);
+    assert.match(e.message, /libibverbs-does-not-exist\.so\.1/);
+    assert.match(e.message, /apt install libibverbs1 ibverbs-providers/);
+    return true;
+  });
+  assert.throws(() => configureNative({}), /before the first native call/);
+});
