@@ -83,3 +83,39 @@ export class LibraryNotFoundError extends RdmaError {
 
 /** A wait was cancelled by its AbortSignal or ran past its timeout. */
 export class AbortedError extends RdmaError {}
+
+/**
+ * A connection manager operation ended in a failure event (`ADDR_ERROR`,
+ * `ROUTE_ERROR`, `UNREACHABLE`, `REJECTED`, `CONNECT_ERROR`, `DEVICE_REMOVAL`,
+ * `MULTICAST_ERROR`, or an unexpected `DISCONNECTED`). Carries the event, its
+ * status and the private data the peer sent with it (a reject's data).
+ */
+export class CmEventError extends RdmaError {
+  /** The `rdma_cm_event_type` value. */
+  readonly event: number;
+  /** Its C name, e.g. `RDMA_CM_EVENT_REJECTED`. */
+  readonly eventName: string;
+  /**
+   * The event's status: a negative errno for most failures (e.g. -110 ETIMEDOUT),
+   * the transport's reject reason for `REJECTED` (IB CM: 28 = consumer reject,
+   * 8 = invalid service id; iWARP: a negative errno such as -111 ECONNREFUSED).
+   */
+  readonly status: number;
+  /** The private data that came with the event (a copy), or null. */
+  readonly privateData: Uint8Array | null;
+  /** Creates the error; `operation` says what was being waited for. */
+  constructor(
+    operation: string,
+    event: number,
+    eventName: string,
+    status: number,
+    privateData: Uint8Array | null,
+  ) {
+    const st = status < 0 ? `${status} (${errnoName(-status)})` : `${status}`;
+    super(`${operation} failed: ${eventName}, status ${st}`);
+    this.event = event;
+    this.eventName = eventName;
+    this.status = status;
+    this.privateData = privateData;
+  }
+}
