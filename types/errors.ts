@@ -119,3 +119,40 @@ export class CmEventError extends RdmaError {
     this.privateData = privateData;
   }
 }
+
+/**
+ * A work request completed with an error status. Carries the status, its name and
+ * text (`ibv_wc_status_str`), the vendor error, the WR id and the QP number.
+ */
+export class WorkCompletionError extends RdmaError {
+  /** `enum ibv_wc_status` value. */
+  readonly status: number;
+  /** Its C name, e.g. `IBV_WC_REM_ACCESS_ERR`. */
+  readonly statusName: string;
+  /** Vendor error syndrome. */
+  readonly vendorErr: number;
+  /** The WR id of the failed request. */
+  readonly wrId: bigint;
+  /** The QP it was posted on. */
+  readonly qpNum: number;
+  /** Creates the error; `text` is `ibv_wc_status_str(status)`. */
+  constructor(
+    status: number,
+    statusName: string,
+    text: string,
+    vendorErr: number,
+    wrId: bigint,
+    qpNum: number,
+  ) {
+    super(
+      `work request ${wrId} on QP ${qpNum} failed: ${statusName} (${text}), vendor error 0x${
+        vendorErr.toString(16)
+      }`,
+    );
+    this.status = status;
+    this.statusName = statusName;
+    this.vendorErr = vendorErr;
+    this.wrId = wrId;
+    this.qpNum = qpNum;
+  }
+}
