@@ -24,3 +24,4 @@ export {
   UnsupportedError,
 } from "./types/errors.ts";
 export { Errno, errnoName } from "./types/errno.ts";
+export { FdWatch, Poller, type PollerOptions, type WaitOptions } from "./poller/mod.ts";

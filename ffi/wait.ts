@@ -1,0 +1,74 @@
+/**
+ * The per-runtime "wait for epoll" backend behind one interface. The poller owns an
+ * epoll set and a wake eventfd; a waiter blocks in `epoll_wait` on that set somewhere
+ * other than the JS thread and hands the ready fds to the JS thread:
+ *
+ * - Deno: one `nonblocking: true` `epoll_wait` call (it runs on Deno's blocking pool),
+ *   in flight only while the poller wants events; cancelled by a write to the eventfd.
+ * - Bun: a Worker blocking in `epoll_wait` that posts to the JS thread and waits until
+ *   the JS thread has taken the fds; the Worker is unref'd while nothing is awaited.
+ *
+ * Selected by runtime with a top-level dynamic import, like `native.ts`.
+ *
+ * @module
+ */
+
+/** `EPOLLIN` (readable). */
+export const EPOLLIN = 0x001;
+/** `EPOLLERR`. */
+export const EPOLLERR = 0x008;
+/** `EPOLLHUP`. */
+export const EPOLLHUP = 0x010;
+/** `EPOLLET` (edge-triggered). */
+export const EPOLLET = 0x80000000;
+/** `EPOLL_CTL_ADD`. */
+export const EPOLL_CTL_ADD = 1;
+/** `EPOLL_CTL_DEL`. */
+export const EPOLL_CTL_DEL = 2;
+/** `EPOLL_CLOEXEC` (= `O_CLOEXEC`). */
+export const EPOLL_CLOEXEC = 0x80000;
+/** `EFD_NONBLOCK` (= `O_NONBLOCK`). */
+export const EFD_NONBLOCK = 0x800;
+/** `EFD_CLOEXEC` (= `O_CLOEXEC`). */
+export const EFD_CLOEXEC = 0x80000;
+
+/** What a waiter needs from the poller. */
+export interface WaiterOptions {
+  /** The epoll set; every fd is registered with its own fd number in `data`. */
+  readonly epfd: number;
+  /** The poller's eventfd (in the set); writing it ends a pending `epoll_wait`. */
+  readonly wakeFd: number;
+  /** Maximum ready fds per wake. */
+  readonly maxEvents: number;
+  /** `sizeof(struct epoll_event)` and `offsetof(struct epoll_event, data)` on this machine. */
+  readonly eventSize: number;
+  /** See {@link WaiterOptions.eventSize}. */
+  readonly dataOffset: number;
+  /**
+   * Called on the JS thread with the ready fds (`fds[0..count)`); the array is reused,
+   * read it before returning.
+   */
+  onEvents(fds: Int32Array, count: number): void;
+}
+
+/** One runtime's way of waiting on the epoll set without blocking the JS thread. */
+export interface EpollWaiter {
+  /** `"deno-nonblocking"` or `"bun-worker"`. */
+  readonly kind: string;
+  /**
+   * Whether events are wanted now. While wanted, a wait is in flight and keeps the process
+   * alive; when not, nothing keeps the process alive (Deno cancels the wait via the eventfd).
+   */
+  want(on: boolean): void;
+  /** Stops waiting for good; `release` runs once the backend no longer uses the fds. */
+  close(release: () => void): void;
+}
+
+const backend: { createWaiter(options: WaiterOptions): EpollWaiter } = "Bun" in globalThis
+  ? await import("./wait-bun.ts")
+  : await import("./wait-deno.ts");
+
+/** Creates the waiter of the running runtime. */
+export function createWaiter(options: WaiterOptions): EpollWaiter {
+  return backend.createWaiter(options);
+}

@@ -1,0 +1,318 @@
+/**
+ * The poller: one epoll set per poller holding every watched fd (completion channels,
+ * rdma_cm event channels, device async-event fds, any O_NONBLOCK fd) and a wake eventfd,
+ * waited on by the runtime's backend (`ffi/wait.ts`) without blocking the JS thread.
+ *
+ * Fds are registered **edge-triggered** (`EPOLLIN | EPOLLET`): a watch is notified once per
+ * edge, so whoever is notified must read the fd until EAGAIN (a later edge is reported only
+ * after new data arrives). Readiness that arrives while nothing waits stays on epoll's ready
+ * list and is reported by the next wait; an fd that is already readable when registered is
+ * reported by the first wait.
+ *
+ * The poller waits only while something is awaited (a pending {@link FdWatch.readable}, or a
+ * {@link Poller.ref}/{@link FdWatch.ref}); otherwise nothing keeps the process alive and no
+ * thread is busy. Notifications (callbacks) are delivered while the poller is waiting.
+ *
+ * @module
+ */
+
+import { native } from "../ffi/native.ts";
+import {
+  createWaiter,
+  EFD_CLOEXEC,
+  EFD_NONBLOCK,
+  EPOLL_CLOEXEC,
+  EPOLL_CTL_ADD,
+  EPOLL_CTL_DEL,
+  EPOLLET,
+  EPOLLIN,
+  type EpollWaiter,
+} from "../ffi/wait.ts";
+import { layoutFor } from "../types/layout.ts";
+import type { NativePointer } from "../types/ctypes.ts";
+import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
+import { type HoldCounter, WaitList, type WaitOptions } from "./wait.ts";
+import { errnoError } from "./native-error.ts";
+
+/** Options of a {@link Poller}. */
+export interface PollerOptions {
+  /** Ready fds taken per wake (default 64). */
+  maxEvents?: number;
+}
+
+let shared: Poller | undefined;
+
+/**
+ * One epoll set, a wake eventfd and the runtime's waiting backend. Most programs use the
+ * lazily created {@link Poller.default}; create more only to isolate groups of fds.
+ */
+export class Poller implements HoldCounter {
+  /** The waiting backend in use: `"deno-nonblocking"` or `"bun-worker"`. */
+  readonly backend: string;
+  #epfd: number;
+  #wakeFd: number;
+  #waiter: EpollWaiter;
+  #watches = new Map<number, FdWatch>();
+  #holds = 0;
+  #closed = false;
+  #event: NativePointer;
+  #eventView: DataView;
+  #eventsOffset: number;
+  #dataOffset: number;
+  #scratch: NativePointer;
+
+  /** The shared poller of this process, created on first use (again after it was closed). */
+  static default(): Poller {
+    if (!shared || shared.closed) shared = new Poller();
+    return shared;
+  }
+
+  /** Creates an epoll set with its wake eventfd. */
+  constructor(options: PollerOptions = {}) {
+    const maxEvents = options.maxEvents ?? 64;
+    if (!Number.isInteger(maxEvents) || maxEvents < 1) {
+      throw new InvalidArgumentError(`maxEvents must be a positive integer, got ${maxEvents}`);
+    }
+    const n = native();
+    const layout = layoutFor(n.arch).epoll_event;
+    this.#eventsOffset = layout.fields.events.offset;
+    this.#dataOffset = layout.fields["data.u64"].offset;
+    const epfd = n.libc.epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0) throw errnoError("epoll_create1");
+    const wakeFd = n.libc.eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wakeFd < 0) {
+      const e = errnoError("eventfd");
+      n.libc.close(epfd);
+      throw e;
+    }
+    this.#epfd = epfd;
+    this.#wakeFd = wakeFd;
+    this.#event = n.alloc(layout.size, 8);
+    this.#eventView = new DataView(n.arrayBuffer(this.#event, layout.size));
+    this.#scratch = n.alloc(8, 8);
+    this.#ctl(EPOLL_CTL_ADD, wakeFd);
+    this.#waiter = createWaiter({
+      epfd,
+      wakeFd,
+      maxEvents,
+      eventSize: layout.size,
+      dataOffset: this.#dataOffset,
+      onEvents: (fds, count) => this.#dispatch(fds, count),
+    });
+    this.backend = this.#waiter.kind;
+  }
+
+  /** True once {@link Poller.close} ran. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** How many fds are watched. */
+  get size(): number {
+    return this.#watches.size;
+  }
+
+  /** How many waits (and refs) currently keep the poller waiting. */
+  get pending(): number {
+    return this.#holds;
+  }
+
+  /**
+   * Watches an O_NONBLOCK fd for readability (edge-triggered). `onReadable`, when given, runs
+   * on the JS thread on every edge and must read the fd until EAGAIN. Throws
+   * {@link InvalidArgumentError} if the fd is already watched by this poller.
+   */
+  register(fd: number, onReadable?: () => void): FdWatch {
+    if (this.#closed) throw new ClosedError("Poller");
+    if (!Number.isInteger(fd) || fd < 0) {
+      throw new InvalidArgumentError(`fd must be a non-negative integer, got ${fd}`);
+    }
+    if (this.#watches.has(fd) || fd === this.#wakeFd) {
+      throw new InvalidArgumentError(`fd ${fd} is already watched by this poller`);
+    }
+    this.#ctl(EPOLL_CTL_ADD, fd);
+    const watch = new FdWatch(this, fd, onReadable, (w) => this.#unregister(w));
+    this.#watches.set(fd, watch);
+    return watch;
+  }
+
+  /** The watch of `fd`, if any. */
+  watchOf(fd: number): FdWatch | undefined {
+    return this.#watches.get(fd);
+  }
+
+  /** Keeps the poller waiting (and the process alive) until a matching {@link Poller.unref}. */
+  ref(): void {
+    if (this.#closed) return;
+    if (this.#holds++ === 0) this.#waiter.want(true);
+  }
+
+  /** Ends one {@link Poller.ref}; with none left, the poller stops waiting. */
+  unref(): void {
+    if (this.#holds === 0) return;
+    if (--this.#holds === 0) this.#waiter.want(false);
+  }
+
+  /**
+   * Closes every watch (their pending waits reject with {@link ClosedError}), stops the
+   * backend and closes the epoll set and the eventfd. Idempotent.
+   */
+  close(): void {
+    if (this.#closed) return;
+    for (const w of [...this.#watches.values()]) w.close();
+    this.#closed = true;
+    this.#holds = 0;
+    const { libc } = native();
+    this.#waiter.close(() => {
+      libc.close(this.#epfd);
+      libc.close(this.#wakeFd);
+      native().free(this.#event);
+      native().free(this.#scratch);
+    });
+  }
+
+  /** Alias of {@link Poller.close}. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  #ctl(op: number, fd: number): void {
+    const v = this.#eventView;
+    v.setUint32(this.#eventsOffset, EPOLLIN | EPOLLET, true);
+    v.setBigUint64(this.#dataOffset, BigInt(fd), true);
+    if (native().libc.epoll_ctl(this.#epfd, op, fd, this.#event) !== 0) {
+      throw errnoError("epoll_ctl", `fd ${fd}`);
+    }
+  }
+
+  #unregister(w: FdWatch): void {
+    if (this.#watches.get(w.fd) !== w) return;
+    this.#watches.delete(w.fd);
+    // the owner may already have closed the fd (epoll forgot it then): ignore failures
+    native().libc.epoll_ctl(this.#epfd, EPOLL_CTL_DEL, w.fd, this.#event);
+  }
+
+  #dispatch(fds: Int32Array, count: number): void {
+    for (let i = 0; i < count; i++) {
+      const fd = fds[i];
+      if (fd === this.#wakeFd) {
+        // drain the eventfd (reads until EAGAIN: one read resets the counter)
+        native().libc.read(fd, this.#scratch, 8);
+        continue;
+      }
+      this.#watches.get(fd)?.notify();
+    }
+  }
+}
+
+/**
+ * One watched fd. Await {@link FdWatch.readable} (or iterate the watch) for the next edge,
+ * then read the fd until EAGAIN. Closing the watch unregisters the fd (it does not close it).
+ */
+export class FdWatch {
+  /** The watched fd. */
+  readonly fd: number;
+  /** The poller it is registered with. */
+  readonly poller: Poller;
+  #onReadable: (() => void) | undefined;
+  #unregister: (w: FdWatch) => void;
+  #waits: WaitList;
+  #edge = false;
+  #refs = 0;
+  #closed = false;
+
+  /** @internal Use {@link Poller.register}. */
+  constructor(
+    poller: Poller,
+    fd: number,
+    onReadable: (() => void) | undefined,
+    unregister: (w: FdWatch) => void,
+  ) {
+    this.poller = poller;
+    this.fd = fd;
+    this.#onReadable = onReadable;
+    this.#unregister = unregister;
+    this.#waits = new WaitList(poller);
+  }
+
+  /** True once closed (by itself or by its poller). */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * Resolves at the next readability edge, or at once if an edge arrived since the last
+   * `readable()` took one. Rejects with AbortedError on abort/timeout, ClosedError on close.
+   */
+  readable(options?: WaitOptions): Promise<void> {
+    if (this.#closed) return Promise.reject(new ClosedError("FdWatch"));
+    if (this.#edge) {
+      this.#edge = false;
+      return Promise.resolve();
+    }
+    return this.#waits.add(options);
+  }
+
+  /**
+   * Edges as an async iterable; ends when the watch closes. Each step means "read until EAGAIN".
+   */
+  async *edges(options?: WaitOptions): AsyncGenerator<void, void, undefined> {
+    for (;;) {
+      try {
+        await this.readable(options);
+      } catch (e) {
+        if (e instanceof ClosedError && this.#closed) return;
+        throw e;
+      }
+      yield;
+    }
+  }
+
+  /** Same as {@link FdWatch.edges} without options. */
+  [Symbol.asyncIterator](): AsyncGenerator<void, void, undefined> {
+    return this.edges();
+  }
+
+  /** Keeps the poller waiting for this fd (so `onReadable` runs) until {@link FdWatch.unref}. */
+  ref(): void {
+    if (this.#closed) return;
+    this.#refs++;
+    this.poller.ref();
+  }
+
+  /** Ends one {@link FdWatch.ref}. */
+  unref(): void {
+    if (this.#refs === 0) return;
+    this.#refs--;
+    this.poller.unref();
+  }
+
+  /** Unregisters the fd; pending waits reject with ClosedError. Idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#unregister(this);
+    while (this.#refs > 0) this.unref();
+    this.#waits.rejectAll(new ClosedError("FdWatch"));
+  }
+
+  /** Alias of {@link FdWatch.close}. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  /** @internal Called by the poller on an edge. */
+  notify(): void {
+    if (this.#closed) return;
+    const cb = this.#onReadable;
+    if (cb) {
+      try {
+        cb();
+      } catch (e) {
+        console.error(`poller: onReadable of fd ${this.fd} threw`, e);
+      }
+    }
+    if (this.#waits.size > 0) this.#waits.resolveAll();
+    else this.#edge = true;
+  }
+}
