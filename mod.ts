@@ -24,4 +24,30 @@ export {
   UnsupportedError,
 } from "./types/errors.ts";
 export { Errno, errnoName } from "./types/errno.ts";
-export { FdWatch, Poller, type PollerOptions, type WaitOptions } from "./poller/mod.ts";
+export {
+  asyncEvents,
+  type AsyncEventSource,
+  awaitCompletions,
+  cancelCompletionWaits,
+  CompletionPump,
+  type CompletionRecord,
+  completions,
+  type CompletionSource,
+  type CompletionView,
+  type CompletionWaitOptions,
+  DEFAULT_SPIN_MICROS,
+  DEFAULT_STRATEGY,
+  type EventChannel,
+  eventStream,
+  type EventStreamOptions,
+  FdWatch,
+  nextEvent,
+  Poller,
+  type PollerOptions,
+  type PumpOptions,
+  type Strategy,
+  unwatchChannel,
+  type WaitOptions,
+  workCompletionError,
+  WorkRequestTracker,
+} from "./poller/mod.ts";

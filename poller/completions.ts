@@ -1,0 +1,252 @@
+/**
+ * Waiting for completions of a CQ on the JS event loop, with three strategies:
+ *
+ * - `"event"` (the default): arm the CQ (`requestNotify`), drain it with `poll`, and only if
+ *   it was empty wait for the completion channel's event through the poller. The order is
+ *   always arm → drain → wait, so a completion landing between the drain and the wait still
+ *   signals the channel. A CQ already armed and not yet signalled is not re-armed.
+ * - `"busy"`: poll, and between empty rounds yield to the event loop (`setImmediate`), so
+ *   timers and I/O keep running. Needs no channel; costs a core while waiting.
+ * - `"adaptive"`: poll in a tight loop for `spinMicros` (default {@link DEFAULT_SPIN_MICROS}),
+ *   then arm and wait like `"event"` (the idea of rsocket's `rpoll`).
+ *
+ * Default strategy: `"event"`. On the project's 2-core test machines spinning competes with
+ * the peer and the provider threads for the same cores; see `bench/pingpong-event.ts` for the
+ * measurement that chose it.
+ *
+ * One consumer per CQ: the functions here call `cq.poll()`, which overwrites the CQ's WC array.
+ *
+ * @module
+ */
+
+import { setImmediate } from "node:timers";
+import { AbortedError, ClosedError, InvalidArgumentError } from "../types/errors.ts";
+import { Poller } from "./poller.ts";
+import type { FdWatch } from "./poller.ts";
+import { abortedError, WaitList, type WaitOptions } from "./wait.ts";
+
+/** How to wait for completions. */
+export type Strategy = "busy" | "event" | "adaptive";
+
+/** The strategy used when none is given. */
+export const DEFAULT_STRATEGY: Strategy = "event";
+
+/** The spin budget of the `"adaptive"` strategy when none is given, in microseconds. */
+export const DEFAULT_SPIN_MICROS = 20;
+
+/** A completion channel as the poller sees it (structural: the verbs `CompletionChannel`). */
+export interface EventChannel {
+  /** The O_NONBLOCK channel fd. */
+  readonly fd: number;
+  /** Reads one CQ event (the CQ object that fired) or null on EAGAIN; counts it for acking. */
+  getEvent(): unknown | null;
+  /** Acks every counted event now (optional; batching is the channel's business). */
+  flushAcks?(): void;
+}
+
+/** A CQ as the poller sees it (structural: the verbs `CompletionQueue`). */
+export interface CompletionSource {
+  /** Polls up to `max` completions into the CQ's WC array; returns how many. */
+  poll(max?: number): number;
+  /** Arms the CQ for one channel event (next completion, or next solicited one). */
+  requestNotify(solicitedOnly?: boolean): void;
+  /** The completion channel, or null (then only `"busy"` works). */
+  readonly channel: EventChannel | null;
+}
+
+/** Options of a completion wait. */
+export interface CompletionWaitOptions extends WaitOptions {
+  /** Waiting strategy (default {@link DEFAULT_STRATEGY}). */
+  strategy?: Strategy;
+  /** Spin budget of `"adaptive"` in microseconds (default {@link DEFAULT_SPIN_MICROS}). */
+  spinMicros?: number;
+  /** Arm for solicited completions only (`"event"`/`"adaptive"`). */
+  solicitedOnly?: boolean;
+  /** Largest batch one poll may return (passed to `cq.poll`). */
+  max?: number;
+  /** The poller to wait through (default {@link Poller.default}). */
+  poller?: Poller;
+}
+
+interface CqState {
+  armed: boolean;
+  armedSolicited: boolean;
+  waits: WaitList | null;
+  poller: Poller | null;
+  closed: Error | null;
+}
+
+const states = new WeakMap<object, CqState>();
+const channelWatches = new WeakMap<object, FdWatch>();
+
+function stateOf(cq: CompletionSource): CqState {
+  let s = states.get(cq);
+  if (!s) {
+    s = { armed: false, armedSolicited: false, waits: null, poller: null, closed: null };
+    states.set(cq, s);
+  }
+  return s;
+}
+
+/** Drains a channel until EAGAIN and wakes the waiters of every CQ that fired. */
+function drainChannel(channel: EventChannel): void {
+  for (let cq = channel.getEvent(); cq !== null; cq = channel.getEvent()) {
+    const s = typeof cq === "object" ? states.get(cq as object) : undefined;
+    if (!s) continue;
+    s.armed = false;
+    if (s.waits && s.waits.size > 0) s.waits.resolveAll();
+  }
+  channel.flushAcks?.();
+}
+
+function watchChannel(channel: EventChannel, poller: Poller): void {
+  const w = channelWatches.get(channel);
+  if (w && !w.closed) {
+    if (w.poller !== poller) {
+      throw new InvalidArgumentError(
+        "this completion channel is already watched by another poller",
+      );
+    }
+    return;
+  }
+  // A stale watch for a reused fd number (its channel was closed without unwatchChannel).
+  poller.watchOf(channel.fd)?.close();
+  channelWatches.set(channel, poller.register(channel.fd, () => drainChannel(channel)));
+}
+
+/**
+ * Stops watching a completion channel's fd. Call it before the channel is destroyed
+ * (the verbs layer does when it closes a channel). Idempotent.
+ */
+export function unwatchChannel(channel: EventChannel): void {
+  channelWatches.get(channel)?.close();
+  channelWatches.delete(channel);
+}
+
+/**
+ * Settles every pending completion wait on `cq` with `reason` (default ClosedError) and makes
+ * later waits fail the same way. Call it when the CQ closes (the verbs layer does).
+ */
+export function cancelCompletionWaits(cq: CompletionSource, reason?: Error): void {
+  const s = stateOf(cq);
+  s.closed = reason ?? new ClosedError("CompletionQueue");
+  s.waits?.rejectAll(s.closed);
+}
+
+const yieldToLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+function checkStrategy(strategy: Strategy, cq: CompletionSource): void {
+  if (strategy !== "busy" && strategy !== "event" && strategy !== "adaptive") {
+    throw new InvalidArgumentError(`unknown strategy "${strategy}" (busy, event or adaptive)`);
+  }
+  if (strategy !== "busy" && !cq.channel) {
+    throw new InvalidArgumentError(
+      `strategy "${strategy}" needs a CQ created with a completion channel (or use "busy")`,
+    );
+  }
+}
+
+/**
+ * Waits until `cq` has completions and polls them: resolves with how many were polled into the
+ * CQ's WC array (read them with the CQ's accessor, e.g. `cq.completion(i)`, before the next
+ * poll). Rejects with AbortedError on abort/timeout, ClosedError when the CQ is closed.
+ */
+export function awaitCompletions(
+  cq: CompletionSource,
+  options: CompletionWaitOptions = {},
+): Promise<number> {
+  const strategy = options.strategy ?? DEFAULT_STRATEGY;
+  const s = stateOf(cq);
+  if (s.closed) return Promise.reject(s.closed);
+  try {
+    checkStrategy(strategy, cq);
+    // fast path: completions are already there
+    const got = cq.poll(options.max);
+    if (got > 0) return Promise.resolve(got);
+    if (strategy === "adaptive") {
+      const micros = options.spinMicros ?? DEFAULT_SPIN_MICROS;
+      if (!(micros >= 0)) throw new InvalidArgumentError(`spinMicros must be >= 0, got ${micros}`);
+      const end = performance.now() + micros / 1000;
+      while (performance.now() < end) {
+        const n = cq.poll(options.max);
+        if (n > 0) return Promise.resolve(n);
+      }
+    }
+  } catch (e) {
+    return Promise.reject(e);
+  }
+  return strategy === "busy" ? busyWait(cq, s, options) : eventWait(cq, s, options);
+}
+
+async function busyWait(
+  cq: CompletionSource,
+  s: CqState,
+  options: CompletionWaitOptions,
+): Promise<number> {
+  const { signal, timeout, max } = options;
+  const deadline = timeout === undefined ? Infinity : performance.now() + timeout;
+  for (;;) {
+    await yieldToLoop();
+    if (s.closed) throw s.closed;
+    if (signal?.aborted) throw abortedError(signal);
+    const n = cq.poll(max);
+    if (n > 0) return n;
+    if (performance.now() >= deadline) {
+      throw new AbortedError(`wait timed out after ${timeout} ms`);
+    }
+  }
+}
+
+async function eventWait(
+  cq: CompletionSource,
+  s: CqState,
+  options: CompletionWaitOptions,
+): Promise<number> {
+  const poller = options.poller ?? s.poller ?? Poller.default();
+  if (s.poller !== poller || !s.waits) {
+    s.poller = poller;
+    s.waits = new WaitList(poller);
+  }
+  watchChannel(cq.channel!, poller);
+  const solicited = options.solicitedOnly ?? false;
+  const max = options.max;
+  let deadline = Infinity;
+  let waitOptions: WaitOptions = options;
+  if (options.timeout !== undefined) deadline = performance.now() + options.timeout;
+  for (;;) {
+    // arm → drain → wait
+    if (!s.armed || (s.armedSolicited && !solicited)) {
+      cq.requestNotify(solicited);
+      s.armed = true;
+      s.armedSolicited = solicited;
+    }
+    const n = cq.poll(max);
+    if (n > 0) return n;
+    if (deadline !== Infinity) {
+      waitOptions = { signal: options.signal, timeout: Math.max(0, deadline - performance.now()) };
+    }
+    await s.waits.add(waitOptions);
+    if (s.closed) throw s.closed;
+  }
+}
+
+/**
+ * Completions of `cq` as an async iterable of batch sizes: each step polled `n > 0` completions
+ * into the CQ's WC array; read them before the next step. Ends when the CQ is closed; an
+ * abort or timeout (per wait) throws AbortedError out of the loop.
+ */
+export async function* completions(
+  cq: CompletionSource,
+  options: CompletionWaitOptions = {},
+): AsyncGenerator<number, void, undefined> {
+  for (;;) {
+    let n: number;
+    try {
+      n = await awaitCompletions(cq, options);
+    } catch (e) {
+      if (e instanceof ClosedError) return;
+      throw e;
+    }
+    yield n;
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * Event streams over O_NONBLOCK fds: an rdma_cm event channel, a device's async-event fd, or
+ * any fd with a non-blocking "read one event or null" function. Reading drains until EAGAIN
+ * (null) before waiting for the next edge.
+ *
+ * @module
+ */
+
+import { ClosedError } from "../types/errors.ts";
+import { type FdWatch, Poller } from "./poller.ts";
+import type { WaitOptions } from "./wait.ts";
+
+/** Options of an event stream. */
+export interface EventStreamOptions extends WaitOptions {
+  /** The poller to wait through (default {@link Poller.default}). */
+  poller?: Poller;
+}
+
+function watchFor(fd: number, poller: Poller): { watch: FdWatch; owned: boolean } {
+  const existing = poller.watchOf(fd);
+  if (existing) return { watch: existing, owned: false };
+  return { watch: poller.register(fd), owned: true };
+}
+
+/**
+ * The next event from `fd`: returns `read()`'s first non-null result, waiting for the fd to
+ * become readable as needed. `timeout`/`signal` bound the whole wait (AbortedError).
+ */
+export async function nextEvent<T>(
+  fd: number,
+  read: () => T | null,
+  options: EventStreamOptions = {},
+): Promise<T> {
+  const first = read();
+  if (first !== null) return first;
+  const { watch, owned } = watchFor(fd, options.poller ?? Poller.default());
+  const deadline = options.timeout === undefined ? Infinity : performance.now() + options.timeout;
+  try {
+    for (;;) {
+      await watch.readable({
+        signal: options.signal,
+        timeout: deadline === Infinity ? undefined : Math.max(0, deadline - performance.now()),
+      });
+      const ev = read();
+      if (ev !== null) return ev;
+    }
+  } finally {
+    if (owned) watch.close();
+  }
+}
+
+/**
+ * Events from `fd` as an async iterable: yields each non-null `read()` result, draining until
+ * null before waiting. `timeout` bounds each wait for the next event, `signal` the whole
+ * stream (both throw AbortedError); the stream ends when its watch is closed.
+ */
+export async function* eventStream<T>(
+  fd: number,
+  read: () => T | null,
+  options: EventStreamOptions = {},
+): AsyncGenerator<T, void, undefined> {
+  const { watch, owned } = watchFor(fd, options.poller ?? Poller.default());
+  try {
+    for (;;) {
+      for (let ev = read(); ev !== null; ev = read()) yield ev;
+      try {
+        await watch.readable(options);
+      } catch (e) {
+        if (e instanceof ClosedError && watch.closed) return;
+        throw e;
+      }
+    }
+  } finally {
+    if (owned) watch.close();
+  }
+}
+
+/** A device context as the poller sees it (structural: the verbs `Context`). */
+export interface AsyncEventSource<T> {
+  /** The O_NONBLOCK async-event fd. */
+  readonly asyncFd: number;
+  /** Reads (and acks) one async event, or null when none is pending. */
+  getAsyncEvent(): T | null;
+}
+
+/** A device's async events (port changes, QP/CQ/SRQ errors, ...) as an async iterable. */
+export function asyncEvents<T>(
+  context: AsyncEventSource<T>,
+  options: EventStreamOptions = {},
+): AsyncGenerator<T, void, undefined> {
+  return eventStream(context.asyncFd, () => context.getAsyncEvent(), options);
+}

@@ -1,0 +1,305 @@
+/**
+ * Host tests of completion waiting, the WR tracker and event streams, against a simulated CQ
+ * whose completion channel is an eventfd (no RDMA device needed). The simulation keeps the
+ * verbs rules: one-shot arming, an event only for a completion that lands while armed.
+ */
+import assert from "node:assert/strict";
+import { test } from "./harness.ts";
+import { native } from "../ffi/native.ts";
+import {
+  awaitCompletions,
+  cancelCompletionWaits,
+  CompletionPump,
+  completions,
+  eventStream,
+  nextEvent,
+  Poller,
+  type Strategy,
+  unwatchChannel,
+  WorkRequestTracker,
+} from "../poller/mod.ts";
+import { AbortedError, ClosedError, WorkCompletionError } from "../types/errors.ts";
+
+const n = native();
+const cell = n.alloc(8, 8);
+const cellView = new DataView(n.arrayBuffer(cell, 8));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Wc {
+  wrId: bigint;
+  status: number;
+  opcode: number;
+  byteLen: number;
+  qpNum: number;
+  vendorErr: number;
+  solicited: boolean;
+}
+
+class FakeChannel {
+  readonly fd = n.libc.eventfd(0, 0x800);
+  readonly events: FakeCq[] = [];
+  acks = 0;
+  getEvent(): FakeCq | null {
+    const cq = this.events.shift();
+    if (cq) {
+      this.acks++;
+      return cq;
+    }
+    n.libc.read(this.fd, cell, 8); // reset the counter; the next event writes a new edge
+    return null;
+  }
+  signal(cq: FakeCq): void {
+    this.events.push(cq);
+    cellView.setBigUint64(0, 1n, true);
+    n.libc.write(this.fd, cell, 8);
+  }
+  close(): void {
+    n.libc.close(this.fd);
+  }
+}
+
+class FakeCq {
+  readonly queue: Wc[] = [];
+  readonly polled: Wc[] = [];
+  armed: "all" | "solicited" | null = null;
+  arms = 0;
+  /** Test hooks run inside the poller's own cycle. */
+  afterArm?: () => void;
+  afterEmptyPoll?: () => void;
+  constructor(readonly channel: FakeChannel | null) {}
+  poll(max = 16): number {
+    const got = this.queue.splice(0, max);
+    this.polled.length = 0;
+    this.polled.push(...got);
+    if (got.length === 0) this.afterEmptyPoll?.();
+    return got.length;
+  }
+  completion(i: number): Wc {
+    return this.polled[i];
+  }
+  requestNotify(solicitedOnly = false): void {
+    this.armed = solicitedOnly ? "solicited" : "all";
+    this.arms++;
+    this.afterArm?.();
+  }
+  complete(wc: Partial<Wc> & { wrId: bigint }): void {
+    const full: Wc = {
+      status: 0,
+      opcode: 0,
+      byteLen: 0,
+      qpNum: 1,
+      vendorErr: 0,
+      solicited: false,
+      ...wc,
+    };
+    this.queue.push(full);
+    if (this.armed === "all" || (this.armed === "solicited" && full.solicited)) {
+      this.armed = null;
+      this.channel?.signal(this);
+    }
+  }
+}
+
+async function deliverAll(strategy: Strategy, total: number): Promise<void> {
+  using poller = new Poller();
+  const channel = new FakeChannel();
+  const cq = new FakeCq(channel);
+  let produced = 0;
+  const producer = (async () => {
+    while (produced < total) {
+      const burst = 1 + Math.floor(Math.random() * 64);
+      for (let i = 0; i < burst && produced < total; i++) cq.complete({ wrId: BigInt(produced++) });
+      if (Math.random() < 0.3) await sleep(Math.random() < 0.5 ? 0 : 2);
+      else await new Promise((r) => queueMicrotask(() => r(undefined)));
+    }
+  })();
+  let next = 0n;
+  for await (const got of completions(cq, { strategy, poller, timeout: 10_000 })) {
+    for (let i = 0; i < got; i++) {
+      assert.equal(cq.completion(i).wrId, next, "each completion once, in CQ order");
+      next++;
+    }
+    if (next === BigInt(total)) break;
+  }
+  await producer;
+  assert.equal(next, BigInt(total));
+  assert.equal(cq.queue.length, 0);
+  unwatchChannel(channel);
+  channel.close();
+}
+
+for (const strategy of ["event", "adaptive", "busy"] as const) {
+  test(`completions (${strategy}): 20,000 in random bursts and gaps, each once, in order`, () =>
+    deliverAll(strategy, 20_000));
+}
+
+test("completions: a completion landing between arm and drain, or after the drain, still wakes", async () => {
+  using poller = new Poller();
+  const channel = new FakeChannel();
+  const cq = new FakeCq(channel);
+  let next = 0n;
+  let wr = 0n;
+  // interleave posting with the poller's own cycle
+  cq.afterArm = () => {
+    if (Math.random() < 0.3) cq.complete({ wrId: wr++ });
+  };
+  cq.afterEmptyPoll = () => {
+    if (Math.random() < 0.3) cq.complete({ wrId: wr++ });
+  };
+  const timer = setInterval(() => cq.complete({ wrId: wr++ }), 1);
+  try {
+    while (next < 3000n) {
+      const got = await awaitCompletions(cq, { poller, timeout: 5000 });
+      for (let i = 0; i < got; i++) assert.equal(cq.completion(i).wrId, next++);
+    }
+  } finally {
+    clearInterval(timer);
+  }
+  assert.ok(channel.acks > 0);
+  unwatchChannel(channel);
+  channel.close();
+});
+
+test("completions: solicited-only arming wakes only for a solicited completion", async () => {
+  using poller = new Poller();
+  const channel = new FakeChannel();
+  const cq = new FakeCq(channel);
+  let woke = false;
+  const p = awaitCompletions(cq, { poller, solicitedOnly: true, timeout: 5000 }).then((got) => {
+    woke = true;
+    return got;
+  });
+  await sleep(5);
+  assert.equal(cq.armed, "solicited");
+  cq.complete({ wrId: 1n });
+  await sleep(30);
+  assert.equal(woke, false, "an unsolicited completion does not wake a solicited-only wait");
+  cq.complete({ wrId: 2n, solicited: true });
+  assert.equal(await p, 2);
+  assert.deepEqual(cq.polled.map((w) => w.wrId), [1n, 2n]);
+  unwatchChannel(channel);
+  channel.close();
+});
+
+test("completions: abort, timeout and cancelCompletionWaits settle waits with typed errors", async () => {
+  using poller = new Poller();
+  const channel = new FakeChannel();
+  const cq = new FakeCq(channel);
+  await assert.rejects(awaitCompletions(cq, { poller, timeout: 20 }), AbortedError);
+  await assert.rejects(
+    awaitCompletions(cq, { poller, strategy: "busy", timeout: 20 }),
+    AbortedError,
+  );
+  const ac = new AbortController();
+  const p = awaitCompletions(cq, { poller, signal: ac.signal });
+  ac.abort();
+  await assert.rejects(p, AbortedError);
+  assert.equal(poller.pending, 0);
+  const q = awaitCompletions(cq, { poller });
+  const it = completions(cq, { poller });
+  const r = it.next();
+  await sleep(5);
+  cancelCompletionWaits(cq);
+  await assert.rejects(q, ClosedError);
+  assert.deepEqual(await r, { value: undefined, done: true });
+  await assert.rejects(awaitCompletions(cq, { poller }), ClosedError);
+  assert.equal(poller.pending, 0);
+  await assert.rejects(
+    awaitCompletions(new FakeCq(null), { poller, strategy: "event" }),
+    /needs a CQ created with a completion channel/,
+  );
+  unwatchChannel(channel);
+  channel.close();
+});
+
+test("completions: busy waiting lets timers run", async () => {
+  const cq = new FakeCq(null);
+  let ticks = 0;
+  const timer = setInterval(() => ticks++, 1);
+  setTimeout(() => cq.complete({ wrId: 9n }), 50);
+  assert.equal(await awaitCompletions(cq, { strategy: "busy", timeout: 5000 }), 1);
+  clearInterval(timer);
+  assert.ok(ticks >= 5, `timers ran ${ticks} times while busy-waiting`);
+});
+
+test("tracker: promises per wr_id resolve with the record or reject with the WC status", async () => {
+  using poller = new Poller();
+  const channel = new FakeChannel();
+  const cq = new FakeCq(channel);
+  const untracked: bigint[] = [];
+  using pump = new CompletionPump(cq, { poller, onUntracked: (wc) => untracked.push(wc.wrId) });
+  const ok = pump.track(1n);
+  const bad = pump.track(2n);
+  const late = pump.track(3n);
+  await assert.rejects(pump.track(1n), /already tracked/);
+  setTimeout(() => {
+    cq.complete({ wrId: 7n });
+    cq.complete({ wrId: 2n, status: 10, vendorErr: 0x88, qpNum: 42 });
+    cq.complete({ wrId: 1n, byteLen: 64, opcode: 128 });
+  }, 5);
+  const rec = await ok;
+  assert.equal(rec.wrId, 1n);
+  assert.equal(rec.byteLen, 64);
+  assert.equal(rec.opcode, 128);
+  await assert.rejects(bad, (e) => {
+    assert.ok(e instanceof WorkCompletionError);
+    assert.equal(e.status, 10);
+    assert.equal(e.statusName, "IBV_WC_REM_ACCESS_ERR");
+    assert.equal(e.vendorErr, 0x88);
+    assert.equal(e.wrId, 2n);
+    assert.equal(e.qpNum, 42);
+    return true;
+  });
+  assert.deepEqual(untracked, [7n]);
+  pump.close();
+  await assert.rejects(late, ClosedError);
+  await assert.rejects(pump.track(5n), ClosedError);
+  await sleep(5);
+  assert.equal(poller.pending, 0, "a closed pump stops waiting");
+  unwatchChannel(channel);
+  channel.close();
+});
+
+test("tracker: an aborted tracked wait is forgotten and the pump stops when idle", async () => {
+  using poller = new Poller();
+  const channel = new FakeChannel();
+  const cq = new FakeCq(channel);
+  const pump = new CompletionPump(cq, { poller });
+  await assert.rejects(pump.track(1n, { timeout: 20 }), AbortedError);
+  assert.equal(pump.tracker.pending, 0);
+  await sleep(10);
+  assert.equal(poller.pending, 0, "nothing pending: the pump no longer waits");
+  const t = new WorkRequestTracker();
+  const p = t.track(4n);
+  t.close();
+  await assert.rejects(p, ClosedError);
+  unwatchChannel(channel);
+  channel.close();
+});
+
+test("event streams: drain until null, then wait for the next edge", async () => {
+  using poller = new Poller();
+  const fd = n.libc.eventfd(0, 0x800);
+  const pending: string[] = [];
+  const read = () => pending.shift() ?? null;
+  const push = (s: string) => {
+    pending.push(s);
+    cellView.setBigUint64(0, 1n, true);
+    n.libc.write(fd, cell, 8);
+  };
+  push("a");
+  push("b");
+  setTimeout(() => push("c"), 10);
+  const got: string[] = [];
+  for await (const ev of eventStream(fd, read, { poller, timeout: 5000 })) {
+    got.push(ev);
+    if (got.length === 3) break;
+  }
+  assert.deepEqual(got, ["a", "b", "c"]);
+  assert.equal(poller.size, 0, "the stream's own watch is closed when it ends");
+  setTimeout(() => push("d"), 10);
+  assert.equal(await nextEvent(fd, read, { poller, timeout: 5000 }), "d");
+  await assert.rejects(nextEvent(fd, read, { poller, timeout: 20 }), AbortedError);
+  assert.equal(poller.pending, 0);
+  n.libc.close(fd);
+});
