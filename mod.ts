@@ -51,3 +51,4 @@ export {
   workCompletionError,
   WorkRequestTracker,
 } from "./poller/mod.ts";
+export * from "./types/enums.ts";
