@@ -17,7 +17,7 @@ import { Poller } from "../poller/mod.ts";
 const iters = Number(process.argv[process.argv[0].endsWith("ts") ? 1 : 2] ?? 2000) || 2000;
 const isBun = "Bun" in globalThis;
 
-const src = fileURLToPath(new URL("./c/wakeup.c", import.meta.url));
+const src = fileURLToPath(new URL("./c/wakeup.c", import.meta.url).href);
 const so = join(mkdtempSync(join(tmpdir(), "wakeup-")), "libwakeup.so");
 execFileSync("cc", ["-O2", "-shared", "-fPIC", "-pthread", "-o", so, src]);
 
