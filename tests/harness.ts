@@ -47,6 +47,13 @@ export interface DeviceEnv {
   address: string;
   /** True inside the soft-RoCE VM. */
   vm: boolean;
+  /** `iwarp` for soft-iWARP and other iWARP devices (connect through rdma_cm only; no UD, no multicast). */
+  transport: "ib" | "iwarp";
+}
+
+/** A `needs` check for tests that use what iWARP lacks (UD, multicast, QPs connected without rdma_cm). */
+export function notOnIwarp(what: string): (env: DeviceEnv) => string | false {
+  return (env) => env.transport === "iwarp" ? `iWARP has no ${what}` : false;
 }
 
 /**
@@ -68,6 +75,7 @@ export function deviceEnv(): DeviceEnv | { skip: string } {
     gidIndex: Number(env.RDMA_GID_INDEX ?? 0),
     address: env.RDMA_GUEST_IP ?? env.RDMA_ADDR ?? "",
     vm: env.RDMA_VM === "1",
+    transport: device === env.RDMA_SIW_DEVICE || env.RDMA_TRANSPORT === "iwarp" ? "iwarp" : "ib",
   };
 }
 

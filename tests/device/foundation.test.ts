@@ -1,3 +1,4 @@
+// runs on iWARP
 // The foundation on a real device: list devices, open it, query the port through
 // the extended verbs_context path, allocate a PD — in whichever runtime runs this.
 import assert from "node:assert/strict";
