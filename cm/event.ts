@@ -14,9 +14,13 @@ import type { CmId } from "./id.ts";
 
 /** The connection parameters of a connected-mode event (`param.conn`). */
 export interface ConnEventParam {
-  /** The peer's responder resources (on CONNECT_REQUEST: what it offers). */
+  /**
+   * On CONNECT_REQUEST: the responder resources this side needs, i.e. the
+   * peer's initiator depth (the kernel reports the pair from the receiver's
+   * point of view).
+   */
   readonly responderResources: number;
-  /** The peer's initiator depth. */
+  /** On CONNECT_REQUEST: the initiator depth this side may use, i.e. the peer's responder resources. */
   readonly initiatorDepth: number;
   /** Flow control flag. */
   readonly flowControl: boolean;

@@ -1,0 +1,162 @@
+/**
+ * The common flows in one call each: {@link listen} (create, bind, listen) and
+ * {@link connect} (create, resolve address and route, create the QP, post
+ * receives, connect).
+ *
+ * @module
+ */
+
+import { InvalidArgumentError } from "../types/errors.ts";
+import type { PortSpace } from "../types/enums.ts";
+import type { SocketAddress } from "./address.ts";
+import { EventChannel } from "./channel.ts";
+import type { ConnParam } from "./conn_param.ts";
+import type { CmEvent } from "./event.ts";
+import type { CmId, CmWaitOptions } from "./id.ts";
+
+/** Options of {@link listen}. */
+export interface ListenOptions {
+  /** Local address to bind ("0.0.0.0" / "::" for any). */
+  address: string;
+  /** Local port; 0 (default) picks a free one. */
+  port?: number;
+  /** Pending connection requests the kernel queues (0 = its default). */
+  backlog?: number;
+  /** Port space (default `"TCP"`: RC; `"UDP"` for UD). */
+  portSpace?: keyof typeof PortSpace;
+  /** Event channel to use; by default the listener gets its own and closes it. */
+  channel?: EventChannel;
+  /** Sets `RDMA_OPTION_ID_REUSEADDR` before binding. */
+  reuseAddress?: boolean;
+}
+
+/**
+ * A listening id. `await listener.accept()` (or `for await (const req of
+ * listener)`) yields each incoming connection as a new {@link CmId}: create
+ * its QP, post receives, then `await req.accept(...)` or `req.reject(...)`.
+ * Closing the listener rejects requests nobody took; accepted connections
+ * stay open (they close with their channel).
+ */
+export class Listener implements Disposable {
+  /** The listening id. */
+  readonly id: CmId;
+
+  /** Wraps a listening id; use {@link listen}. */
+  constructor(id: CmId) {
+    if (!id.listening) throw new InvalidArgumentError("Listener: the id is not listening");
+    this.id = id;
+  }
+
+  /** The bound local address. */
+  get address(): SocketAddress | null {
+    return this.id.localAddress;
+  }
+
+  /** The bound local port. */
+  get port(): number {
+    return this.id.localPort;
+  }
+
+  /** The next incoming connection request. */
+  accept(options: CmWaitOptions = {}): Promise<CmId> {
+    return this.id.getRequest(options);
+  }
+
+  /** Incoming connection requests until the listener closes. */
+  [Symbol.asyncIterator](): AsyncGenerator<CmId, void, undefined> {
+    return this.id[Symbol.asyncIterator]();
+  }
+
+  /** Stops listening: pending requests are rejected, then the id (and an owned channel) close. */
+  close(): void {
+    this.id.close();
+  }
+
+  /** Alias of {@link Listener.close}. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+/** Creates an id, binds it and listens. */
+export function listen(options: ListenOptions): Listener {
+  const own = !options.channel;
+  const channel = options.channel ?? new EventChannel();
+  let id: CmId | undefined;
+  try {
+    id = channel.createId(options.portSpace ?? "TCP");
+    if (own) id._ownChannel();
+    if (options.reuseAddress) id.setReuseAddress(true);
+    id.bind({ address: options.address, port: options.port ?? 0 });
+    id.listen(options.backlog ?? 0);
+    return new Listener(id);
+  } catch (e) {
+    if (id) id.close();
+    else if (own) channel.close();
+    throw e;
+  }
+}
+
+/** Options of {@link connect}. */
+export interface ConnectOptions extends ConnParam, CmWaitOptions {
+  /** Destination address (numeric IPv4/IPv6). */
+  address: string;
+  /** Destination port. */
+  port: number;
+  /** Local address to resolve from. */
+  source?: string;
+  /** Port space (default `"TCP"`: RC; `"UDP"` for UD). */
+  portSpace?: keyof typeof PortSpace;
+  /** Event channel to use; by default the id gets its own and closes it. */
+  channel?: EventChannel;
+  /** Kernel timeout of address and of route resolution, ms (default 2000). */
+  resolveTimeoutMs?: number;
+  /** Type of service for the connection. */
+  tos?: number;
+  /**
+   * Runs after the route is resolved and before `rdma_connect`: create the QP
+   * on the id (`createQp`) and post receives here.
+   */
+  beforeConnect?: (id: CmId) => void | Promise<void>;
+}
+
+/** The result of {@link connect}: the connected id and its ESTABLISHED event. */
+export interface Connection {
+  /** The connected id (close or `await disconnect()` it). */
+  readonly id: CmId;
+  /** The ESTABLISHED event (peer private data; UD parameters for UD ids). */
+  readonly event: CmEvent;
+}
+
+/**
+ * Creates an id, resolves the address and route, runs `beforeConnect`, then
+ * connects. On any failure the id is closed and the error (a
+ * {@link CmEventError} for REJECTED/UNREACHABLE/...) is thrown.
+ */
+export async function connect(options: ConnectOptions): Promise<Connection> {
+  const own = !options.channel;
+  const channel = options.channel ?? new EventChannel();
+  let id: CmId | undefined;
+  try {
+    id = channel.createId(options.portSpace ?? "TCP");
+    if (own) id._ownChannel();
+    const wait = { signal: options.signal, timeout: options.timeout };
+    if (options.tos !== undefined) id.setTos(options.tos);
+    await id.resolveAddress(
+      { address: options.address, port: options.port },
+      {
+        ...wait,
+        source: options.source === undefined ? undefined : { address: options.source },
+        timeoutMs: options.resolveTimeoutMs,
+      },
+    );
+    await id.resolveRoute({ ...wait, timeoutMs: options.resolveTimeoutMs });
+    await options.beforeConnect?.(id);
+    const event = await id.connect(options, wait);
+    return { id, event };
+  } catch (e) {
+    if (id) id.close();
+    else if (own) channel.close();
+    throw e;
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * rdma_cm without QPs: address errors, a port nobody listens on, reject with
+ * private data, private-data limits. The peer runs in a separate process.
+ */
+
+import assert from "node:assert/strict";
+import { deviceTest } from "../harness.ts";
+import { connect, listen } from "../../cm/connect.ts";
+import { EventChannel } from "../../cm/channel.ts";
+import { CmEventError, InvalidArgumentError } from "../../types/errors.ts";
+import { CmEventType, PrivateDataLimits } from "../../types/enums.ts";
+import { spawnPeer, text } from "./peers/spawn.ts";
+
+const enc = (s: string) => new TextEncoder().encode(s);
+
+deviceTest(
+  "cm: resolving an address with no route fails with ADDR_ERROR in bounded time",
+  async (env) => {
+    using ch = new EventChannel();
+    using id = ch.createId("TCP");
+    const t0 = Date.now();
+    // an address on the device's own subnet that nobody answers ARP for
+    const parts = env.address.split(".");
+    const absent = `${parts[0]}.${parts[1]}.${parts[2]}.${parts[3] === "200" ? "201" : "200"}`;
+    const err = await id.resolveAddress({ address: absent, port: 7471 }, {
+      timeoutMs: 1000,
+      timeout: 15_000,
+    })
+      .then(() => null, (e) => e);
+    const ms = Date.now() - t0;
+    assert.ok(err instanceof CmEventError, `expected CmEventError, got ${err}`);
+    assert.equal(err.event, CmEventType.ADDR_ERROR);
+    assert.equal(err.eventName, "RDMA_CM_EVENT_ADDR_ERROR");
+    assert.ok(err.status < 0, `status ${err.status}`);
+    assert.ok(ms < 15_000, `took ${ms} ms`);
+  },
+);
+
+deviceTest(
+  "cm: connect to a port nobody listens on fails with a typed error in bounded time",
+  async (env) => {
+    const t0 = Date.now();
+    const err = await connect({ address: env.address, port: 7, qpNum: 0x123, timeout: 20_000 })
+      .then(() => null, (e) => e);
+    const ms = Date.now() - t0;
+    assert.ok(err instanceof CmEventError, `expected CmEventError, got ${err}`);
+    assert.ok(
+      err.event === CmEventType.REJECTED || err.event === CmEventType.UNREACHABLE ||
+        err.event === CmEventType.CONNECT_ERROR,
+      err.message,
+    );
+    assert.ok(ms < 20_000, `took ${ms} ms`);
+  },
+);
+
+deviceTest("cm: reject with private data is seen by the client", async (env) => {
+  const peer = spawnPeer("cm-reject.ts", [env.address, "1"]);
+  try {
+    const { port } = await peer.next((m) => "ready" in m) as { port: number };
+    const err = await connect({
+      address: env.address,
+      port,
+      qpNum: 0x123,
+      privateData: enc("hello"),
+      initiatorDepth: 3,
+      responderResources: 2,
+      timeout: 20_000,
+    }).then(() => null, (e) => e);
+    assert.ok(err instanceof CmEventError, `expected CmEventError, got ${err}`);
+    assert.equal(err.event, CmEventType.REJECTED);
+    assert.equal(err.eventName, "RDMA_CM_EVENT_REJECTED");
+    assert.equal(text(err.privateData), "reject:hello");
+    const req = await peer.next((m) => "request" in m);
+    assert.equal(req.request, "hello");
+    assert.equal(req.qpNum, 0x123);
+    // seen from the passive side: the peer's initiator depth is what it asks us to respond to
+    assert.equal(req.responderResources, 3);
+    assert.equal(req.initiatorDepth, 2);
+    assert.equal((req.peer as { address: string }).address, env.address);
+    assert.equal(await peer.exited, 0);
+  } finally {
+    peer.kill();
+  }
+});
+
+deviceTest(
+  "cm: private data at the limit is delivered, one byte over is refused before the call",
+  async (env) => {
+    const limits = PrivateDataLimits.ib;
+    const peer = spawnPeer("cm-reject.ts", [env.address, "1", "fill", String(limits.reject)]);
+    try {
+      const { port } = await peer.next((m) => "ready" in m) as { port: number };
+      const atLimit = new Uint8Array(limits.connect).map((_, i) => i + 1);
+      // one byte over: refused before anything reaches librdmacm
+      await assert.rejects(
+        connect({
+          address: env.address,
+          port,
+          qpNum: 1,
+          privateData: new Uint8Array(limits.connect + 1),
+        }),
+        (e) => e instanceof InvalidArgumentError && /limit for connect .* 56/.test(e.message),
+      );
+      const err = await connect({ address: env.address, port, qpNum: 1, privateData: atLimit })
+        .then(() => null, (e) => e);
+      assert.ok(err instanceof CmEventError, `expected CmEventError, got ${err}`);
+      const req = await peer.next((m) => "request" in m);
+      assert.deepEqual(req.bytes, [...atLimit]);
+      // the peer rejected with exactly the reject limit (148 bytes)
+      assert.equal(err.privateData?.length, limits.reject);
+      assert.ok(err.privateData!.every((b: number) => b === 0x5a));
+      assert.equal(await peer.exited, 0);
+    } finally {
+      peer.kill();
+    }
+  },
+);
+
+deviceTest("cm: listener reports its address and port; closed ids raise ClosedError", (env) => {
+  const l = listen({ address: env.address, port: 0, backlog: 8 });
+  const port = l.port;
+  assert.ok(port > 0);
+  assert.deepEqual(l.address, { family: "IPv4", address: env.address, port });
+  assert.equal(l.id.transport, "ib");
+  l.close();
+  l.close();
+  assert.throws(() => l.id.localAddress, /closed/);
+});
