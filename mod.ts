@@ -52,3 +52,42 @@ export {
   WorkRequestTracker,
 } from "./poller/mod.ts";
 export * from "./types/enums.ts";
+export {
+  type AddressFamily,
+  type AddressInput,
+  AF_IB,
+  AF_INET,
+  AF_INET6,
+  decodeSockaddr,
+  encodeSockaddr,
+  formatIPv6,
+  parseIPv4,
+  parseIPv6,
+  type SocketAddress,
+} from "./cm/address.ts";
+export { type AddrInfo, type AddrInfoHints, getAddrInfo } from "./cm/addrinfo.ts";
+export { EventChannel } from "./cm/channel.ts";
+export {
+  checkPrivateData,
+  type ConnParam,
+  type PrivateDataContext,
+  privateDataLimit,
+  type PrivateDataOp,
+} from "./cm/conn_param.ts";
+export {
+  connect,
+  type Connection,
+  type ConnectOptions as CmConnectOptions,
+  listen,
+  Listener,
+  type ListenOptions,
+} from "./cm/connect.ts";
+export {
+  type AhAttrData,
+  type CmEvent,
+  cmEventName,
+  type ConnEventParam,
+  type UdEventParam,
+} from "./cm/event.ts";
+export { CmId, type CmWaitOptions } from "./cm/id.ts";
+export { CmEventError } from "./types/errors.ts";
