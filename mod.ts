@@ -66,7 +66,7 @@ export {
   type SocketAddress,
 } from "./cm/address.ts";
 export { type AddrInfo, type AddrInfoHints, getAddrInfo } from "./cm/addrinfo.ts";
-export { EventChannel } from "./cm/channel.ts";
+export { EventChannel as CmEventChannel } from "./cm/channel.ts";
 export {
   checkPrivateData,
   type ConnParam,
