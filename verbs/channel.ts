@@ -1,0 +1,79 @@
+/**
+ * Completion channels: a non-blocking fd that signals armed CQs. `getEvent()`
+ * returns the CQ that fired, or null when nothing is pending; events are acked in
+ * batches and flushed before a CQ is destroyed.
+ *
+ * @module
+ */
+
+import { native } from "../ffi/native.ts";
+import type { NativePointer } from "../types/ctypes.ts";
+import { Errno } from "../types/errno.ts";
+import { layoutFor } from "../types/layout.ts";
+import { nativeError, throwErrno, throwReturned } from "./errors.ts";
+import { setNonBlocking } from "./fd.ts";
+import { NativeBlock } from "./memory.ts";
+import { Resource } from "./resource.ts";
+import { CompletionQueue } from "./cq.ts";
+import type { Context } from "./context.ts";
+
+/** A completion channel (`ibv_create_comp_channel`) with its fd set O_NONBLOCK. */
+export class CompletionChannel extends Resource {
+  /** The `struct ibv_comp_channel *`. */
+  readonly ptr: NativePointer;
+  /** Its context. */
+  readonly context: Context;
+  /** The fd to wait on (readable when an event is pending). */
+  readonly fd: number;
+  /** How many events of a CQ are acked at once (`ibv_ack_cq_events` takes a mutex). */
+  ackBatch = 16;
+  readonly #box: NativeBlock;
+
+  /** Creates a channel; prefer `context.createCompChannel()`. */
+  constructor(context: Context) {
+    context.assertOpen();
+    const n = native();
+    const ch = n.ibverbs.ibv_create_comp_channel(context.ptr);
+    if (ch === null) throwErrno("ibv_create_comp_channel");
+    super("CompletionChannel", [context]);
+    this.ptr = ch;
+    this.context = context;
+    const f = layoutFor(n.arch).ibv_comp_channel.fields.fd.offset;
+    this.fd = new DataView(n.arrayBuffer(ch, f + 4)).getInt32(f, true);
+    setNonBlocking(this.fd, "completion channel");
+    this.#box = new NativeBlock(16, 8);
+  }
+
+  /**
+   * Reads one CQ event: the CQ that was signalled, or null when none is pending
+   * (EAGAIN). The event is counted for batched acking. Re-arm the CQ, then drain it.
+   */
+  getEvent(): CompletionQueue | null {
+    this.assertOpen();
+    const n = native();
+    if (n.ibverbs.ibv_get_cq_event(this.ptr, this.#box.ptr, this.#box.at(8)) !== 0) {
+      const errno = n.errno();
+      if (errno === Errno.EAGAIN) return null;
+      throw nativeError("ibv_get_cq_event", errno);
+    }
+    const cq = this.context.objects.get(n.address(n.readPointer(this.#box.ptr, 0)));
+    if (!(cq instanceof CompletionQueue)) {
+      throw nativeError("ibv_get_cq_event", Errno.EINVAL, "event for an unknown CQ");
+    }
+    cq.noteEvent(this.ackBatch);
+    return cq;
+  }
+
+  /** Reads every pending event; returns the distinct CQs that fired. */
+  drainEvents(): CompletionQueue[] {
+    const out: CompletionQueue[] = [];
+    for (let cq = this.getEvent(); cq; cq = this.getEvent()) if (!out.includes(cq)) out.push(cq);
+    return out;
+  }
+
+  protected destroy(): void {
+    const rc = native().ibverbs.ibv_destroy_comp_channel(this.ptr);
+    this.#box.free();
+    if (rc !== 0) throwReturned("ibv_destroy_comp_channel", rc);
+  }
+}

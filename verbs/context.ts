@@ -1,0 +1,191 @@
+/**
+ * An open RDMA device (`struct ibv_context`): the root that owns PDs, CQs,
+ * completion channels, and the device's async events.
+ *
+ * @module
+ */
+
+import { native } from "../ffi/native.ts";
+import type { NativePointer } from "../types/ctypes.ts";
+import { InvalidArgumentError } from "../types/errors.ts";
+import { layoutFor } from "../types/layout.ts";
+import { withDeviceList } from "./devices.ts";
+import { throwErrno } from "./errors.ts";
+import { Resource } from "./resource.ts";
+import { setNonBlocking } from "./fd.ts";
+import {
+  type DeviceAttr,
+  type DeviceAttrEx,
+  type GidEntry,
+  gidTable,
+  type PortAttr,
+  queryDevice,
+  queryDeviceEx,
+  queryGid,
+  queryGidEx,
+  queryPkey,
+  queryPort,
+} from "./device-attr.ts";
+import { ProtectionDomain } from "./pd.ts";
+import { CompletionQueue, type CqInit } from "./cq.ts";
+import { CompletionChannel } from "./channel.ts";
+import { type AsyncEvent, readAsyncEvent } from "./async-event.ts";
+
+/** The `ibv_context_ops` members this library calls. */
+export type ContextOp =
+  | "poll_cq"
+  | "req_notify_cq"
+  | "post_send"
+  | "post_recv"
+  | "post_srq_recv"
+  | "alloc_mw"
+  | "dealloc_mw"
+  | "bind_mw";
+
+/** The `verbs_context` members this library calls. */
+export type ExtendedOp = "query_port" | "query_device_ex" | "create_cq_ex" | "create_qp_ex";
+
+/** An open device context. Create with {@link openDevice}; closing it closes everything made from it. */
+export class Context extends Resource {
+  /** The `struct ibv_context *`. */
+  readonly ptr: NativePointer;
+  /** The device name, e.g. `rxe0`. */
+  readonly deviceName: string;
+  /** The async-event file descriptor (non-blocking). */
+  readonly asyncFd: number;
+  /** Native objects by address, so async events and CQ events find their owner. */
+  readonly objects: Map<bigint, Resource> = new Map();
+
+  /** Wraps an opened `ibv_context`; prefer {@link openDevice}. */
+  constructor(ptr: NativePointer, deviceName: string) {
+    super("Context", []);
+    const n = native();
+    const L = layoutFor(n.arch).ibv_context.fields;
+    this.ptr = ptr;
+    this.deviceName = deviceName;
+    this.asyncFd = new DataView(n.arrayBuffer(ptr, L.async_fd.offset + 4)).getInt32(
+      L.async_fd.offset,
+      true,
+    );
+    setNonBlocking(this.asyncFd, "async_fd");
+  }
+
+  /** `ibv_query_device`: the device's limits and capabilities. */
+  queryDevice(): DeviceAttr {
+    return queryDevice(this);
+  }
+
+  /** `ibv_query_device_ex` (the base attributes when the provider has no extended query). */
+  queryDeviceEx(): DeviceAttrEx {
+    return queryDeviceEx(this);
+  }
+
+  /** The full port attributes (through the extended `query_port`). */
+  queryPort(port = 1): PortAttr {
+    return queryPort(this, port);
+  }
+
+  /** `ibv_query_gid`: the GID at `index` of `port`. */
+  queryGid(port: number, index: number): string {
+    return queryGid(this, port, index);
+  }
+
+  /** `ibv_query_gid_ex`: the GID entry with its type and netdev. */
+  queryGidEx(port: number, index: number): GidEntry {
+    return queryGidEx(this, port, index);
+  }
+
+  /** `ibv_query_gid_table`: every valid GID of every port. */
+  gidTable(): GidEntry[] {
+    return gidTable(this);
+  }
+
+  /** `ibv_query_pkey`: one P_Key in host order. */
+  queryPkey(port: number, index: number): number {
+    return queryPkey(this, port, index);
+  }
+
+  /** The P_Key table of `port`. */
+  pkeys(port = 1): number[] {
+    const len = this.queryPort(port).pkeyTblLen;
+    const out: number[] = [];
+    for (let i = 0; i < len; i++) out.push(this.queryPkey(port, i));
+    return out;
+  }
+
+  /** Allocates a protection domain. */
+  allocPd(): ProtectionDomain {
+    return new ProtectionDomain(this);
+  }
+
+  /** Creates a completion channel (fd set O_NONBLOCK). */
+  createCompChannel(): CompletionChannel {
+    return new CompletionChannel(this);
+  }
+
+  /** Creates a completion queue. */
+  createCq(init: CqInit): CompletionQueue {
+    return new CompletionQueue(this, init);
+  }
+
+  /**
+   * Reads one async event from the non-blocking async fd, or null when none is
+   * pending. The event is copied and acked before it is returned.
+   */
+  getAsyncEvent(): AsyncEvent | null {
+    return readAsyncEvent(this);
+  }
+
+  /** The function pointer of an `ibv_context_ops` member (null when the provider lacks it). */
+  op(name: ContextOp): NativePointer | null {
+    this.assertOpen();
+    return native().readPointer(
+      this.ptr,
+      layoutFor(native().arch).ibv_context.fields[`ops.${name}`].offset,
+    );
+  }
+
+  /**
+   * The function pointer of a `verbs_context` member, or null when the context is not
+   * an extended one, is too old to have it, or the provider left it unset.
+   */
+  extendedOp(name: ExtendedOp): NativePointer | null {
+    this.assertOpen();
+    const n = native();
+    const L = layoutFor(n.arch);
+    const abi = n.readPointer(this.ptr, L.ibv_context.fields.abi_compat.offset);
+    if (n.address(abi) !== 0xffff_ffff_ffff_ffffn) return null;
+    const vc = L.verbs_context;
+    const start = n.offset(this.ptr, -vc.fields.context.offset);
+    const view = new DataView(n.arrayBuffer(start, vc.fields.context.offset));
+    const sz = Number(view.getBigUint64(vc.fields.sz.offset, true));
+    if (sz < vc.size - vc.fields[name].offset) return null;
+    return n.readPointer(start, vc.fields[name].offset);
+  }
+
+  protected destroy(): void {
+    this.objects.clear();
+    if (native().ibverbs.ibv_close_device(this.ptr) !== 0) throwErrno("ibv_close_device");
+  }
+}
+
+/**
+ * Opens the device called `name`, or the first device when no name is given.
+ * Throws NoDeviceError when the machine has none, InvalidArgumentError for an unknown name.
+ */
+export function openDevice(name?: string): Context {
+  return withDeviceList((list, count) => {
+    const n = native();
+    const names: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const d = n.readPointer(list, i * 8)!;
+      const devName = n.cstring(n.ibverbs.ibv_get_device_name(d)) ?? "";
+      names.push(devName);
+      if (name !== undefined && devName !== name) continue;
+      const ctx = n.ibverbs.ibv_open_device(d);
+      if (ctx === null) throwErrno("ibv_open_device", devName);
+      return new Context(ctx, devName);
+    }
+    throw new InvalidArgumentError(`no RDMA device named "${name}" (have: ${names.join(", ")})`);
+  });
+}

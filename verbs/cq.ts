@@ -1,0 +1,207 @@
+/**
+ * Completion queues: `poll` fills a native WC array through one prepared FFI call
+ * and exposes the completions in place through a reusable cursor.
+ *
+ * @module
+ */
+
+import { native } from "../ffi/native.ts";
+import type { NativePointer } from "../types/ctypes.ts";
+import type { PreparedCall } from "../types/native.ts";
+import { InvalidArgumentError } from "../types/errors.ts";
+import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
+import { layoutFor } from "../types/layout.ts";
+import { nativeError, throwErrno, throwReturned } from "./errors.ts";
+import { Errno } from "../types/errno.ts";
+import { NativeBlock } from "./memory.ts";
+import { Resource } from "./resource.ts";
+import { WorkCompletion } from "./wc.ts";
+import type { CompletionChannel } from "./channel.ts";
+import type { Context } from "./context.ts";
+
+/** Options of {@link Context.createCq}. */
+export interface CqInit {
+  /** Minimum number of entries (the provider may grant more; see `cq.cqe`). */
+  readonly cqe: number;
+  /** A completion channel for event notification. */
+  readonly channel?: CompletionChannel;
+  /** Completion vector (default 0). */
+  readonly compVector?: number;
+  /** Size of the native WC array one `poll` fills (default min(cqe, 64)). */
+  readonly pollBatch?: number;
+}
+
+/** Something that receives the completions of one QP from a shared CQ. */
+export interface CompletionTarget {
+  /** The QP number completions are matched by. */
+  readonly qpNum: number;
+  /** Called with the cursor at the completion (valid only during the call). */
+  onCompletion: ((wc: WorkCompletion) => void) | null;
+}
+
+type PollSpec = typeof IBVERBS_OPS.poll_cq;
+type NotifySpec = typeof IBVERBS_OPS.req_notify_cq;
+
+/** A completion queue. */
+export class CompletionQueue extends Resource {
+  /** The `struct ibv_cq *`. */
+  readonly ptr: NativePointer;
+  /** Its context. */
+  readonly context: Context;
+  /** Its completion channel, if any. */
+  readonly channel: CompletionChannel | null;
+  /** How many WCs one `poll` can return. */
+  readonly pollBatch: number;
+  /** The cursor over the WC array; `completion(i)` moves it. */
+  readonly wc: WorkCompletion;
+  /** Completions received for a QP number no target is registered for (dispatch only). */
+  onUnmatched: ((wc: WorkCompletion) => void) | null = null;
+  readonly #wcs: NativeBlock;
+  readonly #poll: PreparedCall<PollSpec>;
+  readonly #notify: PreparedCall<NotifySpec>;
+  readonly #notifySolicited: PreparedCall<NotifySpec>;
+  readonly #cqView: DataView;
+  readonly #targets = new Map<number, CompletionTarget>();
+  #pollMax: number;
+  #unacked = 0;
+
+  /** Creates a CQ; prefer `context.createCq()`. */
+  constructor(context: Context, init: CqInit) {
+    context.assertOpen();
+    init.channel?.assertOpen();
+    if (!Number.isInteger(init.cqe) || init.cqe < 1) {
+      throw new InvalidArgumentError(`cqe must be a positive integer, got ${init.cqe}`);
+    }
+    const n = native();
+    const cq = n.ibverbs.ibv_create_cq(
+      context.ptr,
+      init.cqe,
+      null,
+      init.channel?.ptr ?? null,
+      init.compVector ?? 0,
+    );
+    if (cq === null) throwErrno("ibv_create_cq", `cqe ${init.cqe}`);
+    super("CompletionQueue", [context, init.channel]);
+    this.ptr = cq;
+    this.context = context;
+    this.channel = init.channel ?? null;
+    const L = layoutFor(n.arch);
+    this.#cqView = new DataView(n.arrayBuffer(cq, L.ibv_cq.size));
+    this.pollBatch = init.pollBatch ?? Math.min(init.cqe, 64);
+    this.#wcs = new NativeBlock(L.ibv_wc.size * this.pollBatch, 64);
+    this.wc = new WorkCompletion(this.#wcs.view, this.#wcs.ptr);
+    this.#pollMax = this.pollBatch;
+    this.#poll = n.prepareCall(context.op("poll_cq")!, IBVERBS_OPS.poll_cq, [
+      cq,
+      this.pollBatch,
+      this.#wcs.ptr,
+    ]);
+    const notify = context.op("req_notify_cq")!;
+    this.#notify = n.prepareCall(notify, IBVERBS_OPS.req_notify_cq, [cq, 0]);
+    this.#notifySolicited = n.prepareCall(notify, IBVERBS_OPS.req_notify_cq, [cq, 1]);
+    context.objects.set(n.address(cq), this);
+  }
+
+  /** The number of entries the provider granted. */
+  get cqe(): number {
+    return this.#cqView.getInt32(layoutFor(native().arch).ibv_cq.fields.cqe.offset, true);
+  }
+
+  /**
+   * Polls up to `max` completions (default and limit: `pollBatch`) into the WC array
+   * and returns how many arrived; read them with `completion(i)`. Allocates nothing.
+   */
+  poll(max: number = this.pollBatch): number {
+    if (this.closed) this.assertOpen();
+    if (max !== this.#pollMax) {
+      if (max < 1 || max > this.pollBatch) {
+        throw new InvalidArgumentError(`poll(max): max must be 1..${this.pollBatch}, got ${max}`);
+      }
+      this.#pollMax = max;
+      this.#poll.setArg(1, max);
+    }
+    const got = this.#poll.call();
+    if (got < 0) throw nativeError("ibv_poll_cq", Errno.EIO, `returned ${got}`);
+    return got;
+  }
+
+  /** The cursor at completion `i` of the last `poll` (the same object each time). */
+  completion(i: number): WorkCompletion {
+    return this.wc.at(i);
+  }
+
+  /**
+   * Polls and hands each completion to the QP it belongs to (by qp_num): one CQ shared
+   * by many QPs. Returns the number of completions handled.
+   */
+  dispatch(max: number = this.pollBatch): number {
+    const got = this.poll(max);
+    for (let i = 0; i < got; i++) {
+      const wc = this.wc.at(i);
+      const t = this.#targets.get(wc.qpNum);
+      const fn = t?.onCompletion ?? this.onUnmatched;
+      if (fn) fn(wc);
+    }
+    return got;
+  }
+
+  /** Registers a QP for {@link CompletionQueue.dispatch} (done by QPs using this CQ). */
+  attach(target: CompletionTarget): void {
+    this.#targets.set(target.qpNum, target);
+  }
+
+  /** Removes a QP from dispatch. */
+  detach(target: CompletionTarget): void {
+    if (this.#targets.get(target.qpNum) === target) this.#targets.delete(target.qpNum);
+  }
+
+  /**
+   * Arms the CQ: the channel gets one event for the next completion (or the next
+   * solicited one). Arm first, then drain with `poll`, then wait.
+   */
+  requestNotify(solicitedOnly = false): void {
+    this.assertOpen();
+    if (!this.channel) throw new InvalidArgumentError("requestNotify: the CQ has no channel");
+    const rc = (solicitedOnly ? this.#notifySolicited : this.#notify).call();
+    if (rc !== 0) throwReturned("ibv_req_notify_cq", rc);
+  }
+
+  /** Resizes the CQ to at least `cqe` entries. */
+  resize(cqe: number): void {
+    this.assertOpen();
+    if (!Number.isInteger(cqe) || cqe < 1) {
+      throw new InvalidArgumentError(`cqe must be a positive integer, got ${cqe}`);
+    }
+    const rc = native().ibverbs.ibv_resize_cq(this.ptr, cqe);
+    if (rc !== 0) throwReturned("ibv_resize_cq", rc, `cqe ${cqe}`);
+  }
+
+  /** CQ events received from the channel and not yet acked. */
+  get unackedEvents(): number {
+    return this.#unacked;
+  }
+
+  /** Counts one CQ event; acks in batches of `batch` (called by the channel). */
+  noteEvent(batch: number): void {
+    if (++this.#unacked >= batch) this.ackEvents();
+  }
+
+  /** Acks every counted CQ event now (`ibv_ack_cq_events`). */
+  ackEvents(): void {
+    if (this.#unacked === 0) return;
+    native().ibverbs.ibv_ack_cq_events(this.ptr, this.#unacked);
+    this.#unacked = 0;
+  }
+
+  protected destroy(): void {
+    const n = native();
+    this.ackEvents(); // ibv_destroy_cq waits for every retrieved event to be acked
+    this.context.objects.delete(n.address(this.ptr));
+    this.#poll.free();
+    this.#notify.free();
+    this.#notifySolicited.free();
+    const rc = n.ibverbs.ibv_destroy_cq(this.ptr);
+    this.#wcs.free();
+    if (rc !== 0) throwReturned("ibv_destroy_cq", rc);
+  }
+}

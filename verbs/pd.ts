@@ -1,0 +1,109 @@
+/**
+ * Protection domains: the owner of MRs, MWs, QPs, SRQs and AHs.
+ *
+ * @module
+ */
+
+import { native } from "../ffi/native.ts";
+import type { NativePointer } from "../types/ctypes.ts";
+import { AccessFlags } from "../types/enums.ts";
+import { InvalidArgumentError } from "../types/errors.ts";
+import { throwErrno, throwReturned } from "./errors.ts";
+import { Resource } from "./resource.ts";
+import { MemoryRegion, type RegisterOptions } from "./mr.ts";
+import { MemoryWindow } from "./mw.ts";
+import { type QpInit, QueuePair } from "./qp.ts";
+import { SharedReceiveQueue, type SrqInit } from "./srq.ts";
+import { AddressHandle, type AhAttr } from "./ah.ts";
+import type { Context } from "./context.ts";
+import type { WorkCompletion } from "./wc.ts";
+
+/** A protection domain (`ibv_alloc_pd`). */
+export class ProtectionDomain extends Resource {
+  /** The `struct ibv_pd *`. */
+  readonly ptr: NativePointer;
+  /** The context it was allocated on. */
+  readonly context: Context;
+
+  /** Allocates a PD; prefer `context.allocPd()`. */
+  constructor(context: Context) {
+    context.assertOpen();
+    const pd = native().ibverbs.ibv_alloc_pd(context.ptr);
+    if (pd === null) throwErrno("ibv_alloc_pd");
+    super("ProtectionDomain", [context]);
+    this.ptr = pd;
+    this.context = context;
+  }
+
+  /**
+   * Allocates `length` bytes of page-aligned native memory and registers it. The MR
+   * owns the memory (freed by `close()`); `mr.buffer` views it zero-copy.
+   */
+  allocBuffer(length: number, options: RegisterOptions = {}): MemoryRegion {
+    this.assertOpen();
+    if (!Number.isInteger(length) || length <= 0) {
+      throw new InvalidArgumentError(`buffer length must be a positive integer, got ${length}`);
+    }
+    const n = native();
+    const p = n.alloc(length, 4096);
+    const bytes = new Uint8Array(n.arrayBuffer(p, length));
+    return new MemoryRegion(this, p, bytes, options.access ?? AccessFlags.LOCAL_WRITE, true);
+  }
+
+  /**
+   * Registers caller-provided memory. Rules: the array must stay alive and in place
+   * while registered (the MR holds a reference); it must not be a resizable or
+   * transferable (detachable) buffer; its bytes are read and written by the device
+   * at any time while work requests use them.
+   */
+  registerMemory(array: Uint8Array, options: RegisterOptions = {}): MemoryRegion {
+    this.assertOpen();
+    if (array.byteLength === 0) throw new InvalidArgumentError("cannot register 0 bytes");
+    const buf = array.buffer as ArrayBuffer & { resizable?: boolean };
+    if (buf.resizable) throw new InvalidArgumentError("cannot register a resizable ArrayBuffer");
+    const p = native().pointerOf(array);
+    return new MemoryRegion(this, p, array, options.access ?? AccessFlags.LOCAL_WRITE, false);
+  }
+
+  /** Allocates a memory window (type 2 by default). */
+  allocMw(type?: number): MemoryWindow {
+    this.assertOpen();
+    return new MemoryWindow(this, type);
+  }
+
+  /** Creates a queue pair; the real capabilities granted are in `qp.cap`. */
+  createQp(init: QpInit): QueuePair {
+    this.assertOpen();
+    return new QueuePair(this, init);
+  }
+
+  /** Creates a shared receive queue. */
+  createSrq(init: SrqInit): SharedReceiveQueue {
+    this.assertOpen();
+    return new SharedReceiveQueue(this, init);
+  }
+
+  /** Creates an address handle from attributes. */
+  createAh(attr: AhAttr): AddressHandle {
+    this.assertOpen();
+    return AddressHandle.fromAttr(this, attr);
+  }
+
+  /**
+   * Creates an address handle that replies to the sender of a received UD completion;
+   * `grh` is the receive buffer's first 40 bytes (MR and offset of the receive SGE).
+   */
+  createAhFromWc(
+    wc: WorkCompletion,
+    grh: { mr: MemoryRegion; offset?: number },
+    port: number,
+  ): AddressHandle {
+    this.assertOpen();
+    return AddressHandle.fromWc(this, wc, grh, port);
+  }
+
+  protected destroy(): void {
+    const rc = native().ibverbs.ibv_dealloc_pd(this.ptr);
+    if (rc !== 0) throwReturned("ibv_dealloc_pd", rc);
+  }
+}

@@ -1,0 +1,210 @@
+/**
+ * Prepared work requests: a WR list built once in native memory and re-posted
+ * with one FFI call. Fields such as wr_id, length, remote address and imm are
+ * updated in place; posting and updating allocate nothing on the JS heap.
+ *
+ * @module
+ */
+
+import { native } from "../ffi/native.ts";
+import type { NativePointer } from "../types/ctypes.ts";
+import type { PreparedCall } from "../types/native.ts";
+import { InvalidArgumentError } from "../types/errors.ts";
+import { WrOpcode } from "../types/enums.ts";
+import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
+import { layoutFor } from "../types/layout.ts";
+import { NativeBlock, setU64 } from "./memory.ts";
+import { Resource } from "./resource.ts";
+import { PostError } from "./post-errors.ts";
+import { type PostOp, postOpName } from "./post.ts";
+import { countSges, type RecvWr, type SendWr, type Sge, WrList } from "./wr.ts";
+import type { MemoryRegion } from "./mr.ts";
+import type { QueuePair } from "./qp.ts";
+import type { SharedReceiveQueue } from "./srq.ts";
+
+type PostSpec = typeof IBVERBS_OPS.post_send;
+
+/** The common part: a native list, its prepared call and the SGE bookkeeping. */
+abstract class PreparedList extends Resource {
+  /** Number of WRs in the list. */
+  readonly length: number;
+  protected readonly list: WrList;
+  protected readonly view: DataView;
+  readonly #call: PreparedCall<PostSpec>;
+  readonly #bad: NativeBlock;
+  readonly #op: PostOp;
+  readonly #check: () => void;
+  readonly #sgeMr: MemoryRegion[][];
+  readonly #sgeOffset: number[][];
+  readonly #sgeSize: number;
+  readonly #sgeF: { addr: number; length: number };
+
+  protected constructor(
+    kind: string,
+    owner: QueuePair | SharedReceiveQueue,
+    op: PostOp,
+    obj: NativePointer,
+    wrs: readonly { readonly sg?: readonly Sge[] }[],
+    wrSize: number,
+    check: () => void,
+  ) {
+    super(kind, [owner]);
+    const n = native();
+    const L = layoutFor(n.arch);
+    this.length = wrs.length;
+    this.list = new WrList(wrSize, wrs.length, countSges(wrs));
+    this.view = this.list.block.view;
+    this.#bad = new NativeBlock(8, 8);
+    this.#op = op;
+    this.#check = check;
+    this.#call = n.prepareCall(owner.context.op(op)!, IBVERBS_OPS[op], [
+      obj,
+      this.list.wr(0),
+      this.#bad.ptr,
+    ]);
+    this.#sgeMr = wrs.map((w) => (w.sg ?? []).map((s) => s.mr));
+    this.#sgeOffset = wrs.map((w) => (w.sg ?? []).map((s) => s.offset ?? 0));
+    this.#sgeSize = L.ibv_sge.size;
+    this.#sgeF = { addr: L.ibv_sge.fields.addr.offset, length: L.ibv_sge.fields.length.offset };
+  }
+
+  /** Posts the whole list again: one FFI call, no allocation. */
+  post(): void {
+    if (this.closed) this.assertOpen();
+    this.#check();
+    const rc = this.#call.call();
+    if (rc !== 0) {
+      const bad = native().readPointer(this.#bad.ptr, 0);
+      throw new PostError(postOpName(this.#op), Math.abs(rc), this.list.indexOf(bad));
+    }
+  }
+
+  protected wrAt(i: number): number {
+    if (i < 0 || i >= this.length) {
+      throw new InvalidArgumentError(`work request index ${i} is outside 0..${this.length - 1}`);
+    }
+    return i * this.list.wrSize;
+  }
+
+  /** Sets the wr_id of WR `i` (a number below 2^53 or a bigint). */
+  setWrId(i: number, wrId: number | bigint): void {
+    setU64(this.view, this.wrAt(i), wrId);
+  }
+
+  #sge(i: number, j: number): number {
+    const mrs = this.#sgeMr[i];
+    if (!mrs || j < 0 || j >= mrs.length) {
+      throw new InvalidArgumentError(`work request ${i} has no SGE ${j}`);
+    }
+    return this.list.sgeAt[i] + j * this.#sgeSize;
+  }
+
+  /** Sets the length of SGE `j` of WR `i`; it must stay inside its MR and not be 0. */
+  setLength(i: number, j: number, length: number): void {
+    const at = this.#sge(i, j);
+    const mr = this.#sgeMr[i][j];
+    if (!(length > 0) || this.#sgeOffset[i][j] + length > mr.length) {
+      throw new InvalidArgumentError(
+        `SGE length ${length} at offset ${this.#sgeOffset[i][j]} is outside its MR (${mr.length})`,
+      );
+    }
+    this.view.setUint32(at + this.#sgeF.length, length, true);
+  }
+
+  /** Moves SGE `j` of WR `i` to `offset` in its MR (its length must still fit). */
+  setOffset(i: number, j: number, offset: number): void {
+    const at = this.#sge(i, j);
+    const mr = this.#sgeMr[i][j];
+    const length = this.view.getUint32(at + this.#sgeF.length, true);
+    if (!(offset >= 0) || offset + length > mr.length) {
+      throw new InvalidArgumentError(`SGE offset ${offset}+${length} is outside its MR`);
+    }
+    this.#sgeOffset[i][j] = offset;
+    setU64(this.view, at + this.#sgeF.addr, mr.addrNumber + offset);
+  }
+
+  protected destroy(): void {
+    this.#call.free();
+    this.#bad.free();
+    this.list.block.free();
+  }
+}
+
+/** Send WRs prepared on a QP (`qp.prepareSend`). */
+export class PreparedSend extends PreparedList {
+  readonly #ops: number[];
+  readonly #F = layoutFor(native().arch).ibv_send_wr.fields;
+
+  /** Encodes checked WRs; use `qp.prepareSend()`. */
+  constructor(qp: QueuePair, wrs: readonly SendWr[]) {
+    const L = layoutFor(native().arch);
+    super(
+      "PreparedSend",
+      qp,
+      "post_send",
+      qp.ptr,
+      wrs,
+      L.ibv_send_wr.size,
+      () => qp.checkSendState(),
+    );
+    this.list.encodeSend(wrs, wrs.length);
+    this.#ops = wrs.map((w) => w.opcode ?? WrOpcode.SEND);
+  }
+
+  #atomic(i: number): boolean {
+    const op = this.#ops[i];
+    return op === WrOpcode.ATOMIC_CMP_AND_SWP || op === WrOpcode.ATOMIC_FETCH_AND_ADD;
+  }
+
+  /** Sets the immediate data (host order) of WR `i`. */
+  setImm(i: number, imm: number): void {
+    this.view.setUint32(this.wrAt(i) + this.#F.imm_data.offset, imm >>> 0, false);
+  }
+
+  /** Sets the remote address of an RDMA or atomic WR `i` (atomics: 8-byte aligned). */
+  setRemoteAddr(i: number, addr: number | bigint): void {
+    const at = this.wrAt(i);
+    if (this.#atomic(i)) {
+      if ((typeof addr === "bigint" ? Number(addr & 7n) : addr % 8) !== 0) {
+        throw new InvalidArgumentError("atomic remote address must be 8-byte aligned");
+      }
+      setU64(this.view, at + this.#F["wr.atomic.remote_addr"].offset, addr);
+    } else setU64(this.view, at + this.#F["wr.rdma.remote_addr"].offset, addr);
+  }
+
+  /** Sets the rkey of an RDMA or atomic WR `i`. */
+  setRkey(i: number, rkey: number): void {
+    const f = this.#atomic(i) ? this.#F["wr.atomic.rkey"] : this.#F["wr.rdma.rkey"];
+    this.view.setUint32(this.wrAt(i) + f.offset, rkey >>> 0, true);
+  }
+
+  /** Sets the compare (CMP_AND_SWP) or add (FETCH_AND_ADD) operand of WR `i`. */
+  setCompareAdd(i: number, v: number | bigint): void {
+    setU64(this.view, this.wrAt(i) + this.#F["wr.atomic.compare_add"].offset, v);
+  }
+
+  /** Sets the swap operand of WR `i`. */
+  setSwap(i: number, v: number | bigint): void {
+    setU64(this.view, this.wrAt(i) + this.#F["wr.atomic.swap"].offset, v);
+  }
+
+  /** Sets the send flags of WR `i` (`SendFlags`). */
+  setFlags(i: number, flags: number): void {
+    this.view.setUint32(this.wrAt(i) + this.#F.send_flags.offset, flags >>> 0, true);
+  }
+}
+
+/** Receive WRs prepared on a QP or SRQ (`qp.prepareRecv`, `srq.prepareRecv`). */
+export class PreparedRecv extends PreparedList {
+  /** Encodes checked WRs; use `qp.prepareRecv()` or `srq.prepareRecv()`. */
+  constructor(
+    owner: QueuePair | SharedReceiveQueue,
+    op: "post_recv" | "post_srq_recv",
+    obj: NativePointer,
+    wrs: readonly RecvWr[],
+    check: () => void,
+  ) {
+    super("PreparedRecv", owner, op, obj, wrs, layoutFor(native().arch).ibv_recv_wr.size, check);
+    this.list.encodeRecv(wrs, wrs.length);
+  }
+}

@@ -1,0 +1,174 @@
+/**
+ * Shared receive queues: one pool of receive WRs for many QPs, with a limit
+ * that raises `SRQ_LIMIT_REACHED` as an async event when armed.
+ *
+ * @module
+ */
+
+import { native } from "../ffi/native.ts";
+import type { NativePointer } from "../types/ctypes.ts";
+import { SrqAttrMask } from "../types/enums.ts";
+import { InvalidArgumentError } from "../types/errors.ts";
+import { layoutFor } from "../types/layout.ts";
+import { throwErrno, throwReturned } from "./errors.ts";
+import { NativeBlock } from "./memory.ts";
+import { Resource } from "./resource.ts";
+import { ListPoster } from "./post.ts";
+import { InvalidWorkRequestError } from "./post-errors.ts";
+import { PreparedRecv } from "./prepared.ts";
+import { type RecvWr, recvWrProblem } from "./wr.ts";
+import type { Context } from "./context.ts";
+import type { ProtectionDomain } from "./pd.ts";
+
+/** How to create an SRQ. */
+export interface SrqInit {
+  /** Number of receive WRs it holds. */
+  readonly maxWr: number;
+  /** SGEs per receive WR (default 1). */
+  readonly maxSge?: number;
+  /** Initial limit (0: not armed). */
+  readonly limit?: number;
+}
+
+/** `struct ibv_srq_attr`. */
+export interface SrqAttr {
+  /** Receive WRs it holds. */
+  readonly maxWr: number;
+  /** SGEs per WR. */
+  readonly maxSge: number;
+  /** The armed limit (0 when not armed or after it fired). */
+  readonly limit: number;
+}
+
+/** A shared receive queue. */
+export class SharedReceiveQueue extends Resource {
+  /** The `struct ibv_srq *`. */
+  readonly ptr: NativePointer;
+  /** Its PD. */
+  readonly pd: ProtectionDomain;
+  /** Its context. */
+  readonly context: Context;
+  /** The granted sizes at creation. */
+  readonly maxWr: number;
+  /** SGEs per receive WR as granted. */
+  readonly maxSge: number;
+  readonly #attr: NativeBlock;
+  readonly #post: ListPoster;
+
+  /** Creates an SRQ; prefer `pd.createSrq()`. */
+  constructor(pd: ProtectionDomain, init: SrqInit) {
+    if (!Number.isInteger(init.maxWr) || init.maxWr < 1) {
+      throw new InvalidArgumentError(`SRQ maxWr must be a positive integer, got ${init.maxWr}`);
+    }
+    const n = native();
+    const L = layoutFor(n.arch);
+    const F = L.ibv_srq_init_attr.fields;
+    const a = new NativeBlock(L.ibv_srq_init_attr.size, 8);
+    let srq: NativePointer | null;
+    let maxWr: number, maxSge: number;
+    try {
+      a.view.setUint32(F["attr.max_wr"].offset, init.maxWr, true);
+      a.view.setUint32(F["attr.max_sge"].offset, init.maxSge ?? 1, true);
+      a.view.setUint32(F["attr.srq_limit"].offset, init.limit ?? 0, true);
+      srq = n.ibverbs.ibv_create_srq(pd.ptr, a.ptr);
+      if (srq === null) throwErrno("ibv_create_srq");
+      maxWr = a.view.getUint32(F["attr.max_wr"].offset, true);
+      maxSge = a.view.getUint32(F["attr.max_sge"].offset, true);
+    } finally {
+      a.free();
+    }
+    super("SharedReceiveQueue", [pd]);
+    this.ptr = srq;
+    this.pd = pd;
+    this.context = pd.context;
+    this.maxWr = maxWr;
+    this.maxSge = maxSge;
+    this.#attr = new NativeBlock(L.ibv_srq_attr.size, 8);
+    this.#post = new ListPoster(
+      "post_srq_recv",
+      pd.context.op("post_srq_recv")!,
+      srq,
+      L.ibv_recv_wr.size,
+    );
+    pd.context.objects.set(n.address(srq), this);
+  }
+
+  /** Checks and posts receive WRs (WRs before an invalid one are posted). */
+  postRecv(wrs: RecvWr | readonly RecvWr[]): void {
+    this.assertOpen();
+    const list: readonly RecvWr[] = Array.isArray(wrs) ? wrs : [wrs as RecvWr];
+    let bad = -1;
+    let reason = "";
+    for (let i = 0; i < list.length; i++) {
+      const p = recvWrProblem(list[i], this.pd, this.maxSge);
+      if (p) {
+        bad = i;
+        reason = p;
+        break;
+      }
+    }
+    const count = bad < 0 ? list.length : bad;
+    if (count > 0) this.#post.postRecv(list, count);
+    if (bad >= 0) throw new InvalidWorkRequestError("ibv_post_srq_recv", bad, reason);
+  }
+
+  /** Builds receive WRs once in native memory for repeated posting. */
+  prepareRecv(wrs: RecvWr | readonly RecvWr[]): PreparedRecv {
+    this.assertOpen();
+    const list: readonly RecvWr[] = Array.isArray(wrs) ? wrs : [wrs as RecvWr];
+    list.forEach((wr, i) => {
+      const p = recvWrProblem(wr, this.pd, this.maxSge);
+      if (p) throw new InvalidWorkRequestError("prepareRecv", i, p);
+    });
+    return new PreparedRecv(this, "post_srq_recv", this.ptr, list, () => {});
+  }
+
+  /**
+   * Arms the limit: when fewer than `limit` WRs remain, the device raises
+   * `SRQ_LIMIT_REACHED` once (an async event) and disarms it.
+   */
+  setLimit(limit: number): void {
+    this.assertOpen();
+    if (!Number.isInteger(limit) || limit < 0) {
+      throw new InvalidArgumentError(`SRQ limit must be a non-negative integer, got ${limit}`);
+    }
+    const F = layoutFor(native().arch).ibv_srq_attr.fields;
+    this.#attr.clear();
+    this.#attr.view.setUint32(F.srq_limit.offset, limit, true);
+    const rc = native().ibverbs.ibv_modify_srq(this.ptr, this.#attr.ptr, SrqAttrMask.LIMIT);
+    if (rc !== 0) throwReturned("ibv_modify_srq", rc, `limit ${limit}`);
+  }
+
+  /** Resizes the SRQ (`IBV_SRQ_MAX_WR`), where the provider supports it. */
+  resize(maxWr: number): void {
+    this.assertOpen();
+    const F = layoutFor(native().arch).ibv_srq_attr.fields;
+    this.#attr.clear();
+    this.#attr.view.setUint32(F.max_wr.offset, maxWr, true);
+    const rc = native().ibverbs.ibv_modify_srq(this.ptr, this.#attr.ptr, SrqAttrMask.MAX_WR);
+    if (rc !== 0) throwReturned("ibv_modify_srq", rc, `max_wr ${maxWr}`);
+  }
+
+  /** `ibv_query_srq`. */
+  query(): SrqAttr {
+    this.assertOpen();
+    const F = layoutFor(native().arch).ibv_srq_attr.fields;
+    const rc = native().ibverbs.ibv_query_srq(this.ptr, this.#attr.ptr);
+    if (rc !== 0) throwReturned("ibv_query_srq", rc);
+    const v = this.#attr.view;
+    return {
+      maxWr: v.getUint32(F.max_wr.offset, true),
+      maxSge: v.getUint32(F.max_sge.offset, true),
+      limit: v.getUint32(F.srq_limit.offset, true),
+    };
+  }
+
+  protected destroy(): void {
+    const n = native();
+    this.context.objects.delete(n.address(this.ptr));
+    const rc = n.ibverbs.ibv_destroy_srq(this.ptr);
+    this.#post.free();
+    this.#attr.free();
+    if (rc !== 0) throwReturned("ibv_destroy_srq", rc);
+  }
+}
