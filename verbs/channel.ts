@@ -71,6 +71,13 @@ export class CompletionChannel extends Resource {
     return out;
   }
 
+  /** Acks every counted event of this channel's CQs now. */
+  flushAcks(): void {
+    for (const o of this.context.objects.values()) {
+      if (o instanceof CompletionQueue && o.channel === this) o.ackEvents();
+    }
+  }
+
   protected destroy(): void {
     const rc = native().ibverbs.ibv_destroy_comp_channel(this.ptr);
     this.#box.free();

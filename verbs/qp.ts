@@ -122,6 +122,44 @@ const QUERY_MASK = Object.values(QpAttrMask).reduce((m, b) => m | b, 0) & ~QpAtt
 const STATE_NAMES: string[] = [];
 for (const v of Object.values(QpState)) STATE_NAMES[v] = enumName(QpState, v, "IBV_QPS_");
 
+/** `ibv_create_qp`; returns the QP and the capabilities granted. */
+function createQp(pd: ProtectionDomain, init: QpInit): [NativePointer, GrantedCap] {
+  const n = native();
+  const L = layoutFor(n.arch);
+  const recvCq = init.recvCq ?? init.sendCq;
+  const F = L.ibv_qp_init_attr.fields;
+  const a = new NativeBlock(L.ibv_qp_init_attr.size, 8);
+  let qp: NativePointer | null;
+  let cap: GrantedCap;
+  try {
+    n.writePointer(a.ptr, F.send_cq.offset, init.sendCq.ptr);
+    n.writePointer(a.ptr, F.recv_cq.offset, recvCq.ptr);
+    n.writePointer(a.ptr, F.srq.offset, init.srq?.ptr ?? null);
+    const c = init.cap ?? {};
+    a.view.setUint32(F["cap.max_send_wr"].offset, c.maxSendWr ?? 16, true);
+    a.view.setUint32(F["cap.max_recv_wr"].offset, init.srq ? 0 : c.maxRecvWr ?? 16, true);
+    a.view.setUint32(F["cap.max_send_sge"].offset, c.maxSendSge ?? 1, true);
+    a.view.setUint32(F["cap.max_recv_sge"].offset, init.srq ? 0 : c.maxRecvSge ?? 1, true);
+    a.view.setUint32(F["cap.max_inline_data"].offset, c.maxInlineData ?? 0, true);
+    a.view.setUint32(F.qp_type.offset, init.type, true);
+    a.view.setInt32(F.sq_sig_all.offset, init.sqSigAll ? 1 : 0, true);
+    qp = n.ibverbs.ibv_create_qp(pd.ptr, a.ptr);
+    if (qp === null) throwErrno("ibv_create_qp");
+    const caps: Readonly<Record<string, { offset: number }>> = F;
+    const g = (f: string) => a.view.getUint32(caps[`cap.${f}`].offset, true);
+    cap = Object.freeze({
+      maxSendWr: g("max_send_wr"),
+      maxRecvWr: g("max_recv_wr"),
+      maxSendSge: g("max_send_sge"),
+      maxRecvSge: g("max_recv_sge"),
+      maxInlineData: g("max_inline_data"),
+    });
+  } finally {
+    a.free();
+  }
+  return [qp, cap];
+}
+
 /** A queue pair. */
 export class QueuePair extends Resource implements CompletionTarget {
   /** The `struct ibv_qp *`. */
@@ -150,8 +188,27 @@ export class QueuePair extends Resource implements CompletionTarget {
   readonly #send: ListPoster;
   readonly #recv: ListPoster;
 
+  readonly #adoptedDestroy: (() => void) | null;
+
+  /**
+   * Wraps a QP created elsewhere (e.g. `rdma_create_qp`): `destroy` replaces
+   * `ibv_destroy_qp` when the QP is closed.
+   */
+  static adopt(
+    pd: ProtectionDomain,
+    ptr: NativePointer,
+    init: Omit<QpInit, "cap"> & { readonly caps: GrantedCap },
+    destroy: () => void,
+  ): QueuePair {
+    return new QueuePair(pd, init, { ptr, cap: init.caps, destroy });
+  }
+
   /** Creates a QP; prefer `pd.createQp()`. */
-  constructor(pd: ProtectionDomain, init: QpInit) {
+  constructor(
+    pd: ProtectionDomain,
+    init: QpInit,
+    adopted?: { ptr: NativePointer; cap: GrantedCap; destroy: () => void },
+  ) {
     if (init.type !== QpType.RC && init.type !== QpType.UC && init.type !== QpType.UD) {
       throw new InvalidArgumentError(
         `QP type must be QpType.RC, UC or UD, got ${enumName(QpType, init.type, "IBV_QPT_")}`,
@@ -166,38 +223,12 @@ export class QueuePair extends Resource implements CompletionTarget {
     if (init.srq && init.srq.pd !== pd) throw new InvalidArgumentError("the SRQ is in another PD");
     const n = native();
     const L = layoutFor(n.arch);
-    const F = L.ibv_qp_init_attr.fields;
-    const a = new NativeBlock(L.ibv_qp_init_attr.size, 8);
-    let qp: NativePointer | null;
-    let cap: GrantedCap;
-    try {
-      n.writePointer(a.ptr, F.send_cq.offset, init.sendCq.ptr);
-      n.writePointer(a.ptr, F.recv_cq.offset, recvCq.ptr);
-      n.writePointer(a.ptr, F.srq.offset, init.srq?.ptr ?? null);
-      const c = init.cap ?? {};
-      a.view.setUint32(F["cap.max_send_wr"].offset, c.maxSendWr ?? 16, true);
-      a.view.setUint32(F["cap.max_recv_wr"].offset, init.srq ? 0 : c.maxRecvWr ?? 16, true);
-      a.view.setUint32(F["cap.max_send_sge"].offset, c.maxSendSge ?? 1, true);
-      a.view.setUint32(F["cap.max_recv_sge"].offset, init.srq ? 0 : c.maxRecvSge ?? 1, true);
-      a.view.setUint32(F["cap.max_inline_data"].offset, c.maxInlineData ?? 0, true);
-      a.view.setUint32(F.qp_type.offset, init.type, true);
-      a.view.setInt32(F.sq_sig_all.offset, init.sqSigAll ? 1 : 0, true);
-      qp = n.ibverbs.ibv_create_qp(pd.ptr, a.ptr);
-      if (qp === null) throwErrno("ibv_create_qp");
-      const caps: Readonly<Record<string, { offset: number }>> = F;
-      const g = (f: string) => a.view.getUint32(caps[`cap.${f}`].offset, true);
-      cap = Object.freeze({
-        maxSendWr: g("max_send_wr"),
-        maxRecvWr: g("max_recv_wr"),
-        maxSendSge: g("max_send_sge"),
-        maxRecvSge: g("max_recv_sge"),
-        maxInlineData: g("max_inline_data"),
-      });
-    } finally {
-      a.free();
-    }
+    const [qp, cap] = adopted
+      ? [adopted.ptr, Object.freeze({ ...adopted.cap })]
+      : createQp(pd, init);
     super("QueuePair", [pd, init.sendCq, recvCq, init.srq]);
     this.ptr = qp;
+    this.#adoptedDestroy = adopted?.destroy ?? null;
     this.pd = pd;
     this.context = pd.context;
     this.type = init.type;
@@ -428,7 +459,9 @@ export class QueuePair extends Resource implements CompletionTarget {
     this.sendCq.detach(this);
     this.recvCq.detach(this);
     this.context.objects.delete(n.address(this.ptr));
-    const rc = n.ibverbs.ibv_destroy_qp(this.ptr);
+    let rc = 0;
+    if (this.#adoptedDestroy) this.#adoptedDestroy();
+    else rc = n.ibverbs.ibv_destroy_qp(this.ptr);
     this.#send.free();
     this.#recv.free();
     this.#attr.free();
