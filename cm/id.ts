@@ -15,9 +15,16 @@ import {
   CmEventError,
   InvalidArgumentError,
   type RdmaError,
+  UnsupportedError,
 } from "../types/errors.ts";
+import { Errno } from "../types/errno.ts";
 import { CmEventType, OptionId, OptionLevel, PortSpace } from "../types/enums.ts";
-import { nativeError } from "../verbs/errors.ts";
+import { nativeError, strerror } from "../verbs/errors.ts";
+import type { Context } from "../verbs/context.ts";
+import type { ProtectionDomain } from "../verbs/pd.ts";
+import type { QueuePair } from "../verbs/qp.ts";
+import { cmContext } from "./context.ts";
+import { type CmQpInit, createCmQp } from "./qp.ts";
 import {
   type AddressInput,
   AF_IB,
@@ -61,14 +68,6 @@ interface Waiter {
   reject(e: Error): void;
 }
 
-/** Teardown steps that another layer attaches to an id (its QP). */
-export interface CmIdQp {
-  /** Destroys the QP (before the id). Idempotent. */
-  close(): void;
-  /** Moves the QP to the error state if it is not closed (after disconnect). */
-  readonly qpn: number;
-}
-
 /** The most queued events an id keeps for later waits; older ones are dropped. */
 const QUEUE_MAX = 256;
 
@@ -98,7 +97,7 @@ export class CmId implements Disposable, AsyncDisposable {
   #removed = false;
   #listener: CmId | null = null;
   #ownsChannel = false;
-  #qp: CmIdQp | null = null;
+  #qp: QueuePair | null = null;
   readonly #bytes: Uint8Array;
   readonly #view: DataView;
   readonly #queue: CmEvent[] = [];
@@ -175,14 +174,47 @@ export class CmId implements Disposable, AsyncDisposable {
     return this.#view.getUint8(this.#fields().port_num.offset);
   }
 
-  /** The QP attached to the id (set by `createQp`), or null. */
-  get qp(): CmIdQp | null {
+  /** The QP created on the id with {@link CmId.createQp}, or null. */
+  get qp(): QueuePair | null {
     return this.#qp;
   }
 
   /** @internal Attaches the QP that must be destroyed before the id. */
-  _attachQp(qp: CmIdQp | null): void {
+  _attachQp(qp: QueuePair | null): void {
     this.#qp = qp;
+  }
+
+  /**
+   * The verbs {@link Context} of the device the id is bound to (librdmacm's
+   * own context): allocate the PD, CQs and MRs of the id's QP from it.
+   * Throws before the address is resolved or bound.
+   */
+  get context(): Context {
+    const verbs = this.verbsPtr;
+    if (verbs === null) {
+      throw new InvalidArgumentError("the id is not bound to a device yet (resolve or bind first)");
+    }
+    return cmContext(verbs);
+  }
+
+  /**
+   * Creates the id's QP (`rdma_create_qp`) with this library's PD and CQs and
+   * returns it as a verbs {@link QueuePair}; see {@link createCmQp}. Post
+   * receives before connect/accept.
+   */
+  createQp(pd: ProtectionDomain, init: CmQpInit): QueuePair {
+    return createCmQp(this, pd, init);
+  }
+
+  #checkUdSupported(op: string): void {
+    if ((this.isUd) && this.transport === "iwarp") {
+      throw new UnsupportedError(
+        op,
+        Errno.EOPNOTSUPP,
+        strerror(Errno.EOPNOTSUPP),
+        "iWARP has no UD (datagram) service",
+      );
+    }
   }
 
   /** The local address (`route.addr.src_addr`), or null before bind/resolve. */
@@ -335,6 +367,7 @@ export class CmId implements Disposable, AsyncDisposable {
    */
   connect(param: ConnParam = {}, options: CmWaitOptions = {}): Promise<CmEvent> {
     return this.#start("connect", [CmEventType.ESTABLISHED], options, () => {
+      this.#checkUdSupported("rdma_connect");
       const cp = encodeConnParam("connect", param, this.privateDataContext());
       try {
         this.#check("rdma_connect", native().rdmacm.rdma_connect(this.ptr, cp.ptr));
@@ -369,6 +402,7 @@ export class CmId implements Disposable, AsyncDisposable {
 
   #accept(param: ConnParam): void {
     this.assertOpen();
+    this.#checkUdSupported("rdma_accept");
     const cp = encodeConnParam("accept", param, this.privateDataContext());
     try {
       this.#check("rdma_accept", native().rdmacm.rdma_accept(this.ptr, cp.ptr));
@@ -461,6 +495,14 @@ export class CmId implements Disposable, AsyncDisposable {
    */
   joinMulticast(group: AddressInput, options: CmWaitOptions = {}): Promise<CmEvent> {
     return this.#start("joinMulticast", [CmEventType.MULTICAST_JOIN], options, () => {
+      if (this.transport === "iwarp") {
+        throw new UnsupportedError(
+          "rdma_join_multicast",
+          Errno.EOPNOTSUPP,
+          strerror(Errno.EOPNOTSUPP),
+          "iWARP has no multicast",
+        );
+      }
       const sa = toNative(encodeSockaddr(group), 128);
       try {
         this.#check(

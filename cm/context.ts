@@ -1,0 +1,37 @@
+/**
+ * The device contexts of librdmacm as verbs {@link Context}s. librdmacm opens
+ * one `ibv_context` per device and binds every CM id to it; a QP created on an
+ * id must use a PD (and CQs) from that same context, so `id.context` hands it
+ * out wrapped. Closing the wrapper closes what was made from it (PDs, CQs,
+ * ...) but never the device, which librdmacm owns.
+ *
+ * @module
+ */
+
+import { native } from "../ffi/native.ts";
+import type { NativePointer } from "../types/ctypes.ts";
+import { layoutFor } from "../types/layout.ts";
+import { Context } from "../verbs/context.ts";
+
+/** A verbs context that belongs to librdmacm: closing it leaves the device open. */
+class CmContext extends Context {
+  protected override destroy(): void {
+    this.objects.clear();
+  }
+}
+
+const contexts = new Map<bigint, Context>();
+
+/** The verbs {@link Context} for librdmacm's `struct ibv_context *` (one wrapper per device while open). */
+export function cmContext(verbs: NativePointer): Context {
+  const n = native();
+  const key = n.address(verbs);
+  let ctx = contexts.get(key);
+  if (!ctx || ctx.closed) {
+    const dev = n.readPointer(verbs, layoutFor(n.arch).ibv_context.fields.device.offset);
+    const name = (dev && n.cstring(n.ibverbs.ibv_get_device_name(dev))) ?? "";
+    ctx = new CmContext(verbs, name);
+    contexts.set(key, ctx);
+  }
+  return ctx;
+}
