@@ -2,6 +2,34 @@
  * The safe libibverbs object layer: devices, contexts, PDs, MRs, MWs, CQs,
  * completion channels, QPs, SRQs, AHs, work requests and async events.
  *
+ * Decisions a user should know:
+ * - Objects are owned by what they depend on: a context owns PDs, CQs and channels; a PD
+ *   owns MRs, MWs, QPs, SRQs and AHs; a QP is also closed before its CQs and SRQ, a CQ
+ *   before its channel. `close()` closes dependents first (newest first), is idempotent,
+ *   and `using` works. Any use of a closed object throws `ClosedError`.
+ * - Memory registration grants `LOCAL_WRITE` only unless more is asked for.
+ * - A send WR without `flags` is `SIGNALED`; without `opcode` it is a SEND. A zero-length
+ *   message has no SGE (`sg: []`); a 0-byte SGE is rejected. `imm` is given in host order.
+ * - `postSend`/`postRecv` check every WR first. When WR `i` is invalid, WRs `0..i-1` are
+ *   posted (as `ibv_post_send` does up to `bad_wr`) and `InvalidWorkRequestError` reports
+ *   `index` i; a provider failure raises `PostError` with the index of `bad_wr`.
+ * - Sending on a QP in RESET, INIT or RTR raises `QpStateError` (receives: RESET only).
+ * - `cq.poll()` fills a native WC array; `cq.completion(i)` is one reusable cursor.
+ *   Prepared WRs (`qp.prepareSend`) and `poll` allocate nothing on the JS heap.
+ * - Completion-channel and async-event fds are non-blocking: `getEvent()` and
+ *   `getAsyncEvent()` return null when nothing is pending. CQ events are acked in
+ *   batches and always before the CQ is destroyed; async events are acked on read.
+ *
+ * @example
+ * ```ts
+ * import { openDevice, QpType } from "jsr:@rdma/verbs";
+ * using ctx = openDevice();
+ * const pd = ctx.allocPd();
+ * const cq = ctx.createCq({ cqe: 64 });
+ * const qp = pd.createQp({ type: QpType.RC, sendCq: cq, cap: { maxInlineData: 64 } });
+ * console.log(qp.qpNum, qp.cap.maxInlineData);
+ * ```
+ *
  * @module
  */
 
