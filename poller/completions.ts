@@ -40,7 +40,10 @@ export interface EventChannel {
   readonly fd: number;
   /** Reads one CQ event (the CQ object that fired) or null on EAGAIN; counts it for acking. */
   getEvent(): unknown | null;
-  /** Acks every counted event now (optional; batching is the channel's business). */
+  /**
+   * Acks every counted event now. The poller never calls it: acks are batched by the channel
+   * and flushed by its owner before a CQ or the channel is destroyed.
+   */
   flushAcks?(): void;
 }
 
@@ -96,7 +99,6 @@ function drainChannel(channel: EventChannel): void {
     s.armed = false;
     if (s.waits && s.waits.size > 0) s.waits.resolveAll();
   }
-  channel.flushAcks?.();
 }
 
 function watchChannel(channel: EventChannel, poller: Poller): void {
