@@ -203,7 +203,11 @@ export class EventChannel implements Disposable {
   _hold(): void {
     if (this.#closed) return;
     if (!this.#watch || this.#watch.closed) {
-      this.#watch = (this.#poller ?? Poller.default()).register(this.fd, () => this.dispatch());
+      const poller = this.#poller ?? Poller.default();
+      // This channel owns the fd, so another watch of the same number is stale: its fd was
+      // closed without being unwatched and the number was reused for this channel.
+      poller.watchOf(this.fd)?.close();
+      this.#watch = poller.register(this.fd, () => this.dispatch());
     }
     this.#waiters++;
     this.#watch.ref();

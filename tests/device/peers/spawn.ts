@@ -59,6 +59,7 @@ export function spawnPeer(script: string, args: string[]): Peer {
   const exited = new Promise<number | null>((resolve) => {
     child.on("exit", (code) => {
       done = true;
+      if (code !== 0) process.stderr.write(`peer ${script} exited with ${code}; stderr:\n${err}\n`);
       wake();
       resolve(code);
     });
