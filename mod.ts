@@ -138,3 +138,5 @@ export {
   type WorkCompletionData,
 } from "./verbs/mod.ts";
 export { WorkCompletionError } from "./types/errors.ts";
+export { type CmQpInit, createCmQp } from "./cm/qp.ts";
+export { toAhAttr, type UdDestination, udDestination } from "./cm/ud.ts";
