@@ -9,7 +9,7 @@ import { native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { enumName, WcFlags, WcOpcode, WcStatus, wcStatusStr } from "../types/enums.ts";
 import { WorkCompletionError } from "../types/errors.ts";
-import { layoutFor } from "../types/layout.ts";
+import { layoutFor, type Layouts } from "../types/layout.ts";
 import { getU64Number } from "./memory.ts";
 
 const names = (table: Record<string, number>, prefix: string): string[] => {
@@ -61,19 +61,22 @@ export class WorkCompletion {
   readonly #base: NativePointer;
   #at = 0;
   #index = 0;
-  static readonly #L = layoutFor(native().arch).ibv_wc;
-  static readonly #F = WorkCompletion.#L.fields;
+  readonly #size: number;
+  readonly #F: Layouts["ibv_wc"]["fields"];
 
   /** Creates a cursor over a WC array (owned by its CQ). */
   constructor(view: DataView, base: NativePointer) {
     this.#view = view;
     this.#base = base;
+    const L = layoutFor(native().arch).ibv_wc; // read when a CQ exists, never at import
+    this.#size = L.size;
+    this.#F = L.fields;
   }
 
   /** Moves to entry `i` and returns this cursor. */
   at(i: number): this {
     this.#index = i;
-    this.#at = i * WorkCompletion.#L.size;
+    this.#at = i * this.#size;
     return this;
   }
 
@@ -89,15 +92,15 @@ export class WorkCompletion {
 
   /** The WR id as bigint (allocates a bigint; {@link WorkCompletion.wrIdNumber} does not). */
   get wrId(): bigint {
-    return this.#view.getBigUint64(this.#at + WorkCompletion.#F.wr_id.offset, true);
+    return this.#view.getBigUint64(this.#at + this.#F.wr_id.offset, true);
   }
   /** The WR id as a number (exact below 2^53). */
   get wrIdNumber(): number {
-    return getU64Number(this.#view, this.#at + WorkCompletion.#F.wr_id.offset);
+    return getU64Number(this.#view, this.#at + this.#F.wr_id.offset);
   }
   /** `enum ibv_wc_status`. */
   get status(): number {
-    return this.#view.getUint32(this.#at + WorkCompletion.#F.status.offset, true);
+    return this.#view.getUint32(this.#at + this.#F.status.offset, true);
   }
   /** The status's C name (`IBV_WC_SUCCESS`); no allocation. */
   get statusName(): string {
@@ -109,7 +112,7 @@ export class WorkCompletion {
   }
   /** `enum ibv_wc_opcode` (valid only for a successful completion). */
   get opcode(): number {
-    return this.#view.getUint32(this.#at + WorkCompletion.#F.opcode.offset, true);
+    return this.#view.getUint32(this.#at + this.#F.opcode.offset, true);
   }
   /** The opcode's C name. */
   get opcodeName(): string {
@@ -117,31 +120,31 @@ export class WorkCompletion {
   }
   /** Vendor error syndrome. */
   get vendorErr(): number {
-    return this.#view.getUint32(this.#at + WorkCompletion.#F.vendor_err.offset, true);
+    return this.#view.getUint32(this.#at + this.#F.vendor_err.offset, true);
   }
   /** Bytes received. */
   get byteLen(): number {
-    return this.#view.getUint32(this.#at + WorkCompletion.#F.byte_len.offset, true);
+    return this.#view.getUint32(this.#at + this.#F.byte_len.offset, true);
   }
   /** Immediate data in host order (written in network order by the sender). */
   get immData(): number {
-    return this.#view.getUint32(this.#at + WorkCompletion.#F.imm_data.offset, false);
+    return this.#view.getUint32(this.#at + this.#F.imm_data.offset, false);
   }
   /** The rkey invalidated by a SEND_WITH_INV (when `wcFlags` has WITH_INV). */
   get invalidatedRkey(): number {
-    return this.#view.getUint32(this.#at + WorkCompletion.#F.invalidated_rkey.offset, true);
+    return this.#view.getUint32(this.#at + this.#F.invalidated_rkey.offset, true);
   }
   /** Local QP number. */
   get qpNum(): number {
-    return this.#view.getUint32(this.#at + WorkCompletion.#F.qp_num.offset, true);
+    return this.#view.getUint32(this.#at + this.#F.qp_num.offset, true);
   }
   /** Remote QP number (UD). */
   get srcQp(): number {
-    return this.#view.getUint32(this.#at + WorkCompletion.#F.src_qp.offset, true);
+    return this.#view.getUint32(this.#at + this.#F.src_qp.offset, true);
   }
   /** `WcFlags` bits. */
   get wcFlags(): number {
-    return this.#view.getUint32(this.#at + WorkCompletion.#F.wc_flags.offset, true);
+    return this.#view.getUint32(this.#at + this.#F.wc_flags.offset, true);
   }
   /** True when the completion carries immediate data. */
   get hasImm(): boolean {
@@ -153,15 +156,15 @@ export class WorkCompletion {
   }
   /** P_Key index. */
   get pkeyIndex(): number {
-    return this.#view.getUint16(this.#at + WorkCompletion.#F.pkey_index.offset, true);
+    return this.#view.getUint16(this.#at + this.#F.pkey_index.offset, true);
   }
   /** Source LID. */
   get slid(): number {
-    return this.#view.getUint16(this.#at + WorkCompletion.#F.slid.offset, true);
+    return this.#view.getUint16(this.#at + this.#F.slid.offset, true);
   }
   /** Service level. */
   get sl(): number {
-    return this.#view.getUint8(this.#at + WorkCompletion.#F.sl.offset);
+    return this.#view.getUint8(this.#at + this.#F.sl.offset);
   }
 
   /** The failure of this completion as a typed error, or null when it succeeded. */
