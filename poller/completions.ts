@@ -93,6 +93,8 @@ function stateOf(cq: CompletionSource): CqState {
 
 /** Drains a channel until EAGAIN and wakes the waiters of every CQ that fired. */
 function drainChannel(channel: EventChannel): void {
+  // an edge reported just as the channel was closed (its owner should have unwatched it)
+  if ((channel as { closed?: boolean }).closed === true) return unwatchChannel(channel);
   for (let cq = channel.getEvent(); cq !== null; cq = channel.getEvent()) {
     const s = typeof cq === "object" ? states.get(cq as object) : undefined;
     if (!s) continue;

@@ -1,0 +1,206 @@
+/**
+ * RC ping-pong (the path of `ibv_rc_pingpong`) through the poller, against the C tool in the
+ * same run. Run it where there is an RDMA device, e.g. in the soft-RoCE VM:
+ *
+ *   scripts/softroce-vm -- node_modules/.bin/deno run -A bench/pingpong-event.ts
+ *   scripts/softroce-vm -- node_modules/.bin/bun bench/pingpong-event.ts
+ *
+ * It runs `ibv_rc_pingpong -e` (event mode) and `ibv_rc_pingpong` (busy polling), then two
+ * processes of this runtime ping-ponging with each poller strategy (`event`, `adaptive`,
+ * `busy`), in interleaved rounds, and prints the median µs per round trip and the ratios to C.
+ *
+ * Options: --iters N (default 1000), --size BYTES (default 4096), --spin MICROS (adaptive
+ * budget, default the library's), --strategies event,adaptive,busy, --rounds N (default 3).
+ */
+import process from "node:process";
+import { spawn, spawnSync } from "node:child_process";
+import { createInterface } from "node:readline";
+import { openDevice, type QueuePair } from "../verbs/mod.ts";
+import { awaitCompletions, DEFAULT_SPIN_MICROS, type Strategy } from "../poller/mod.ts";
+import { AccessFlags, QpType, WcStatus } from "../types/enums.ts";
+
+const RECV_WRID = 1;
+const SEND_WRID = 2;
+const RX_DEPTH = 100;
+
+function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : fallback;
+}
+
+const device = process.env.RDMA_DEVICE ?? "rxe0";
+const gidIndex = Number(process.env.RDMA_GID_INDEX ?? 1);
+const iters = Number(arg("iters", "1000"));
+const size = Number(arg("size", "4096"));
+const spin = Number(arg("spin", String(DEFAULT_SPIN_MICROS)));
+const isBun = "Bun" in globalThis;
+const self = new URL(import.meta.url).pathname;
+const runtimeArgs = (extra: string[]) => isBun ? [self, ...extra] : ["run", "-A", self, ...extra];
+
+interface Info {
+  qpNum: number;
+  gid: string;
+}
+
+/** One side of the ping-pong; returns µs per iteration measured on this side. */
+async function side(
+  role: "client" | "server",
+  strategy: Strategy,
+  exchange: (mine: Info) => Promise<Info>,
+): Promise<number> {
+  using ctx = openDevice(device);
+  const pd = ctx.allocPd();
+  const channel = strategy === "busy" ? undefined : ctx.createCompChannel();
+  const cq = ctx.createCq({ cqe: RX_DEPTH + 1, channel });
+  const qp: QueuePair = pd.createQp({
+    type: QpType.RC,
+    sendCq: cq,
+    recvCq: cq,
+    cap: { maxSendWr: 1, maxRecvWr: RX_DEPTH },
+  });
+  const mr = pd.allocBuffer(size, { access: AccessFlags.LOCAL_WRITE });
+  const send = qp.prepareSend({ wrId: SEND_WRID, sg: [{ mr, length: size }] });
+  const recv = qp.prepareRecv({ wrId: RECV_WRID, sg: [{ mr, length: size }] });
+  const port = 1;
+  const gid = ctx.queryGid(port, gidIndex);
+  const o = { port, sgidIndex: gidIndex, pathMtu: ctx.queryPort(port).activeMtu };
+  qp.toInit(o);
+  for (let i = 0; i < RX_DEPTH; i++) recv.post();
+  const peer = await exchange({ qpNum: qp.qpNum, gid });
+  qp.toRtr({ qpNum: peer.qpNum, psn: 0, gid: peer.gid }, o);
+  qp.toRts(o);
+  if (role === "client") await exchange({ qpNum: qp.qpNum, gid }); // the server is at RTS
+
+  const options = { strategy, spinMicros: spin, timeout: 60_000 };
+  let pending = RECV_WRID;
+  let scnt = 0;
+  let rcnt = 0;
+  const t0 = performance.now();
+  if (role === "client") {
+    send.post();
+    pending = RECV_WRID | SEND_WRID;
+  }
+  while (rcnt < iters || scnt < iters) {
+    const got = await awaitCompletions(cq, options);
+    for (let i = 0; i < got; i++) {
+      const wc = cq.completion(i);
+      if (wc.status !== WcStatus.SUCCESS) throw new Error(`completion failed: ${wc.statusName}`);
+      const id = Number(wc.wrId);
+      if (id === SEND_WRID) scnt++;
+      else if (id === RECV_WRID) {
+        rcnt++;
+        recv.post();
+      }
+      pending &= ~id;
+      if (scnt < iters && pending === 0) {
+        send.post();
+        pending = RECV_WRID | SEND_WRID;
+      }
+    }
+  }
+  return (performance.now() - t0) * 1000 / iters;
+}
+
+/** The server: a child process talking JSON lines on stdin/stdout. */
+async function server(strategy: Strategy): Promise<void> {
+  const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+  const next = async () => JSON.parse((await lines.next()).value as string) as Info;
+  const us = await side("server", strategy, async (mine) => {
+    const peer = await next();
+    process.stdout.write(JSON.stringify(mine) + "\n");
+    return peer;
+  });
+  process.stdout.write(JSON.stringify({ us }) + "\n");
+  process.exit(0);
+}
+
+/** The client: spawns the server and runs the client side. */
+async function client(strategy: Strategy): Promise<number> {
+  const args = [
+    "--serve",
+    strategy,
+    "--iters",
+    `${iters}`,
+    "--size",
+    `${size}`,
+    "--spin",
+    `${spin}`,
+  ];
+  const child = spawn(process.execPath, runtimeArgs(args), { stdio: ["pipe", "pipe", "inherit"] });
+  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  const next = async () => JSON.parse((await lines.next()).value as string);
+  let step = 0;
+  const us = await side("client", strategy, async (mine) => {
+    if (step++ === 0) {
+      child.stdin!.write(JSON.stringify(mine) + "\n");
+      return await next() as Info;
+    }
+    return mine; // second call: the server answered only after reaching RTS
+  });
+  await next();
+  child.stdin!.end();
+  return us;
+}
+
+function cTool(event: boolean): number {
+  const base = ["-d", device, "-g", String(gidIndex), "-n", String(iters), "-s", String(size)];
+  if (event) base.push("-e");
+  const srv = spawn("ibv_rc_pingpong", base, { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  srv.stdout!.on("data", (d) => out += d);
+  spawnSync("sleep", ["0.5"]);
+  const addr = process.env.RDMA_GUEST_IP ?? "127.0.0.1";
+  const cl = spawnSync("ibv_rc_pingpong", [...base, addr], { encoding: "utf8", timeout: 120_000 });
+  srv.kill();
+  const m = /([\d.]+) usec\/iter/.exec(cl.stdout);
+  if (!m) throw new Error(`ibv_rc_pingpong failed: ${cl.stdout}${cl.stderr}${out}`);
+  return Number(m[1]);
+}
+
+async function main(): Promise<void> {
+  const strategies = arg("strategies", "event,adaptive,busy").split(",") as Strategy[];
+  const rounds = Number(arg("rounds", "3"));
+  const rt = isBun ? "bun" : "deno";
+  // rounds interleave every variant, so that load changes hit them alike; medians are printed
+  const samples = new Map<string, number[]>();
+  const add = (k: string, us: number) => samples.set(k, [...(samples.get(k) ?? []), us]);
+  for (let r = 0; r < rounds; r++) {
+    add("C -e", cTool(true));
+    add("C busy", cTool(false));
+    for (const s of strategies) add(s, await client(s));
+  }
+  const median = (k: string) => {
+    const xs = [...samples.get(k)!].sort((a, b) => a - b);
+    return xs[Math.floor(xs.length / 2)];
+  };
+  const cEvent = median("C -e");
+  const cBusy = median("C busy");
+  const rows: [string, string, number, string][] = [
+    ["C ibv_rc_pingpong -e", "C -e", cEvent, ""],
+    ["C ibv_rc_pingpong (busy poll)", "C busy", cBusy, ""],
+  ];
+  for (const s of strategies) {
+    const us = median(s);
+    const ref = s === "busy" ? cBusy : cEvent;
+    rows.push([
+      `${rt} ${s}${s === "adaptive" ? ` (spin ${spin} µs)` : ""}`,
+      s,
+      us,
+      `${(us / ref).toFixed(2)}× C${s === "busy" ? " busy" : " -e"}`,
+    ]);
+  }
+  console.log(
+    `RC ping-pong on ${device}, ${iters} iters, ${size} B, median of ${rounds} interleaved rounds (µs/iter)`,
+  );
+  for (const [name, key, us, ratio] of rows) {
+    const all = samples.get(key)!.map((x) => x.toFixed(0)).join(" ");
+    console.log(`${name.padEnd(36)}${us.toFixed(1).padStart(9)}  ${ratio.padEnd(12)} [${all}]`);
+  }
+}
+
+if (process.argv.includes("--serve")) {
+  await server(process.argv[process.argv.indexOf("--serve") + 1] as Strategy);
+} else {
+  await main();
+  process.exit(0);
+}
