@@ -50,6 +50,7 @@ export class EventChannel implements Disposable {
   /** The channel's file descriptor (non-blocking). */
   readonly fd: number;
   #closed = false;
+  #closing = false;
   readonly #ids = new Map<bigint, CmId>();
   readonly #evPtr: NativePointer;
   #waiters = 0;
@@ -225,7 +226,9 @@ export class EventChannel implements Disposable {
    * id), then destroys the channel. Idempotent.
    */
   close(): void {
-    if (this.#closed) return;
+    // re-entered when an id that owns the channel closes during this loop
+    if (this.#closed || this.#closing) return;
+    this.#closing = true;
     const ids = [...this.#ids.values()];
     // connections and pending requests first, listeners after them
     for (const id of ids) if (!id.listening) id.close();

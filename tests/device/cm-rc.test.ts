@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { native } from "../../ffi/native.ts";
 import { deviceTest } from "../harness.ts";
 import { connect } from "../../cm/connect.ts";
-import { CmEventError, InvalidArgumentError } from "../../types/errors.ts";
+import { ClosedError, CmEventError, InvalidArgumentError } from "../../types/errors.ts";
 import { CmEventType, PrivateDataLimits, QpState } from "../../types/enums.ts";
 import { Endpoint } from "./peers/endpoint.ts";
 import { spawnPeer, text } from "./peers/spawn.ts";
@@ -162,6 +162,37 @@ deviceTest(
       assert.equal(err2.eventName, "RDMA_CM_EVENT_REJECTED");
       assert.ok(err2.privateData!.every((b: number) => b === 0x5a));
       for (const ep of eps) ep.close();
+      assert.equal(await peer.exited, 0);
+    } finally {
+      peer.kill();
+    }
+  },
+);
+
+deviceTest(
+  "cm rc: closing in any order is safe (CQ, then channel, then the id again)",
+  async (env) => {
+    const peer = spawnPeer("cm-rc-server.ts", [env.address, "1"]);
+    try {
+      const { port } = await peer.next((m) => "ready" in m) as { port: number };
+      const { id, ep } = await session(env.address, port, "order");
+      const waiting = id.waitDisconnected();
+      // the CQ first: its QP goes first (rdma_destroy_qp), the id stays usable
+      ep.cq.close();
+      assert.equal(ep.qp.closed, true);
+      assert.equal(id.closed, false);
+      // then the channel: it disconnects and destroys the id; the pending wait ends typed
+      id.channel.close();
+      await assert.rejects(waiting, ClosedError);
+      assert.equal(id.closed, true);
+      assert.throws(() => id.localAddress, ClosedError);
+      id.close();
+      id.channel.close();
+      await id.disconnect(); // a closed id resolves at once
+      await assert.rejects(id.resolveRoute(), ClosedError);
+      ep.close();
+      const served = await peer.next((m) => "served" in m);
+      assert.equal(served.messages, 1);
       assert.equal(await peer.exited, 0);
     } finally {
       peer.kill();

@@ -71,7 +71,7 @@ export function spawnPeer(script: string, args: string[]): Peer {
     kill() {
       if (!done) child.kill("SIGKILL");
     },
-    async next(pred = () => true, timeoutMs = 20_000) {
+    async next(pred = () => true, timeoutMs = 60_000) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
         const i = msgs.findIndex(pred);
