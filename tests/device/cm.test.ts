@@ -1,10 +1,11 @@
+// runs on iWARP
 /**
  * rdma_cm without QPs: address errors, a port nobody listens on, reject with
  * private data, private-data limits. The peer runs in a separate process.
  */
 
 import assert from "node:assert/strict";
-import { deviceTest } from "../harness.ts";
+import { deviceTest, notOnIwarp } from "../harness.ts";
 import { connect, listen } from "../../cm/connect.ts";
 import { EventChannel } from "../../cm/channel.ts";
 import { CmEventError, InvalidArgumentError } from "../../types/errors.ts";
@@ -81,7 +82,7 @@ deviceTest("cm: reject with private data is seen by the client", async (env) => 
   } finally {
     peer.kill();
   }
-});
+}, { needs: notOnIwarp("connect without a QP (covered with QPs in cm-rc.test.ts)") });
 
 deviceTest(
   "cm: private data at the limit is delivered, one byte over is refused before the call",
@@ -114,6 +115,7 @@ deviceTest(
       peer.kill();
     }
   },
+  { needs: notOnIwarp("connect without a QP (covered with QPs in cm-rc.test.ts)") },
 );
 
 deviceTest("cm: listener reports its address and port; closed ids raise ClosedError", (env) => {
@@ -121,7 +123,7 @@ deviceTest("cm: listener reports its address and port; closed ids raise ClosedEr
   const port = l.port;
   assert.ok(port > 0);
   assert.deepEqual(l.address, { family: "IPv4", address: env.address, port });
-  assert.equal(l.id.transport, "ib");
+  assert.equal(l.id.transport, env.transport);
   l.close();
   l.close();
   assert.throws(() => l.id.localAddress, /closed/);
