@@ -11,6 +11,7 @@ import { EventChannel } from "../../cm/channel.ts";
 import { CmEventError, InvalidArgumentError } from "../../types/errors.ts";
 import { CmEventType, PrivateDataLimits } from "../../types/enums.ts";
 import { spawnPeer, text } from "./peers/spawn.ts";
+import { Endpoint } from "./peers/endpoint.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 
@@ -41,9 +42,16 @@ deviceTest(
   "cm: connect to a port nobody listens on fails with a typed error in bounded time",
   async (env) => {
     const t0 = Date.now();
-    const err = await connect({ address: env.address, port: 7, qpNum: 0x123, timeout: 20_000 })
-      .then(() => null, (e) => e);
+    let ep: Endpoint | undefined;
+    const err = await connect({
+      address: env.address,
+      port: 7,
+      timeout: 20_000,
+      beforeConnect: (id) => void (ep = new Endpoint(id)),
+    }).then(() => null, (e) => e);
     const ms = Date.now() - t0;
+    ep?.close();
+    assert.ok(ep, "the QP was created before connecting");
     assert.ok(err instanceof CmEventError, `expected CmEventError, got ${err}`);
     assert.ok(
       err.event === CmEventType.REJECTED || err.event === CmEventType.UNREACHABLE ||
