@@ -9,7 +9,8 @@ import { deviceTest, notOnIwarp } from "../harness.ts";
 import { connect, listen } from "../../cm/connect.ts";
 import { EventChannel } from "../../cm/channel.ts";
 import { CmEventError, InvalidArgumentError } from "../../types/errors.ts";
-import { CmEventType, PrivateDataLimits } from "../../types/enums.ts";
+import { CmEventType, PortSpace, PrivateDataLimits } from "../../types/enums.ts";
+import { getAddrInfo } from "../../cm/addrinfo.ts";
 import { spawnPeer, text } from "./peers/spawn.ts";
 import { Endpoint } from "./peers/endpoint.ts";
 
@@ -54,7 +55,8 @@ deviceTest(
     assert.ok(ep, "the QP was created before connecting");
     assert.ok(err instanceof CmEventError, `expected CmEventError, got ${err}`);
     assert.ok(
-      err.event === CmEventType.REJECTED || err.event === CmEventType.UNREACHABLE ||
+      err.event === CmEventType.REJECTED ||
+        err.event === CmEventType.UNREACHABLE ||
         err.event === CmEventType.CONNECT_ERROR,
       err.message,
     );
@@ -62,41 +64,57 @@ deviceTest(
   },
 );
 
-deviceTest("cm: reject with private data is seen by the client", async (env) => {
-  const peer = spawnPeer("cm-reject.ts", [env.address, "1"]);
-  try {
-    const { port } = await peer.next((m) => "ready" in m) as { port: number };
-    const err = await connect({
-      address: env.address,
-      port,
-      qpNum: 0x123,
-      privateData: enc("hello"),
-      initiatorDepth: 3,
-      responderResources: 2,
-      timeout: 20_000,
-    }).then(() => null, (e) => e);
-    assert.ok(err instanceof CmEventError, `expected CmEventError, got ${err}`);
-    assert.equal(err.event, CmEventType.REJECTED);
-    assert.equal(err.eventName, "RDMA_CM_EVENT_REJECTED");
-    assert.equal(text(err.privateData), "reject:hello");
-    const req = await peer.next((m) => "request" in m);
-    assert.equal(req.request, "hello");
-    assert.equal(req.qpNum, 0x123);
-    // seen from the passive side: the peer's initiator depth is what it asks us to respond to
-    assert.equal(req.responderResources, 3);
-    assert.equal(req.initiatorDepth, 2);
-    assert.equal((req.peer as { address: string }).address, env.address);
-    assert.equal(await peer.exited, 0);
-  } finally {
-    peer.kill();
-  }
-}, { needs: notOnIwarp("connect without a QP (covered with QPs in cm-rc.test.ts)") });
+deviceTest(
+  "cm: reject with private data is seen by the client",
+  async (env) => {
+    const peer = spawnPeer("cm-reject.ts", [env.address, "1"]);
+    try {
+      const { port } = await peer.next((m) => "ready" in m) as { port: number };
+      const err = await connect({
+        address: env.address,
+        port,
+        qpNum: 0x123,
+        privateData: enc("hello"),
+        initiatorDepth: 3,
+        responderResources: 2,
+        timeout: 20_000,
+      }).then(() => null, (e) => e);
+      assert.ok(
+        err instanceof CmEventError,
+        `expected CmEventError, got ${err}`,
+      );
+      assert.equal(err.event, CmEventType.REJECTED);
+      assert.equal(err.eventName, "RDMA_CM_EVENT_REJECTED");
+      assert.equal(text(err.privateData), "reject:hello");
+      const req = await peer.next((m) => "request" in m);
+      assert.equal(req.request, "hello");
+      assert.equal(req.qpNum, 0x123);
+      // seen from the passive side: the peer's initiator depth is what it asks us to respond to
+      assert.equal(req.responderResources, 3);
+      assert.equal(req.initiatorDepth, 2);
+      assert.equal((req.peer as { address: string }).address, env.address);
+      assert.equal(await peer.exited, 0);
+    } finally {
+      peer.kill();
+    }
+  },
+  {
+    needs: notOnIwarp(
+      "connect without a QP (covered with QPs in cm-rc.test.ts)",
+    ),
+  },
+);
 
 deviceTest(
   "cm: private data at the limit is delivered, one byte over is refused before the call",
   async (env) => {
     const limits = PrivateDataLimits.ib;
-    const peer = spawnPeer("cm-reject.ts", [env.address, "1", "fill", String(limits.reject)]);
+    const peer = spawnPeer("cm-reject.ts", [
+      env.address,
+      "1",
+      "fill",
+      String(limits.reject),
+    ]);
     try {
       const { port } = await peer.next((m) => "ready" in m) as { port: number };
       const atLimit = new Uint8Array(limits.connect).map((_, i) => i + 1);
@@ -108,11 +126,21 @@ deviceTest(
           qpNum: 1,
           privateData: new Uint8Array(limits.connect + 1),
         }),
-        (e) => e instanceof InvalidArgumentError && /limit for connect .* 56/.test(e.message),
+        (e) =>
+          e instanceof InvalidArgumentError &&
+          /limit for connect .* 56/.test(e.message),
       );
-      const err = await connect({ address: env.address, port, qpNum: 1, privateData: atLimit })
+      const err = await connect({
+        address: env.address,
+        port,
+        qpNum: 1,
+        privateData: atLimit,
+      })
         .then(() => null, (e) => e);
-      assert.ok(err instanceof CmEventError, `expected CmEventError, got ${err}`);
+      assert.ok(
+        err instanceof CmEventError,
+        `expected CmEventError, got ${err}`,
+      );
       const req = await peer.next((m) => "request" in m);
       assert.deepEqual(req.bytes, [...atLimit]);
       // the peer rejected with exactly the reject limit (148 bytes)
@@ -123,16 +151,61 @@ deviceTest(
       peer.kill();
     }
   },
-  { needs: notOnIwarp("connect without a QP (covered with QPs in cm-rc.test.ts)") },
+  {
+    needs: notOnIwarp(
+      "connect without a QP (covered with QPs in cm-rc.test.ts)",
+    ),
+  },
 );
 
-deviceTest("cm: listener reports its address and port; closed ids raise ClosedError", (env) => {
-  const l = listen({ address: env.address, port: 0, backlog: 8 });
-  const port = l.port;
-  assert.ok(port > 0);
-  assert.deepEqual(l.address, { family: "IPv4", address: env.address, port });
-  assert.equal(l.id.transport, env.transport);
-  l.close();
-  l.close();
-  assert.throws(() => l.id.localAddress, /closed/);
-});
+deviceTest(
+  "cm: listener reports its address and port; closed ids raise ClosedError",
+  (env) => {
+    const l = listen({ address: env.address, port: 0, backlog: 8 });
+    const port = l.port;
+    assert.ok(port > 0);
+    assert.deepEqual(l.address, { family: "IPv4", address: env.address, port });
+    assert.equal(l.id.transport, env.transport);
+    l.close();
+    l.close();
+    assert.throws(() => l.id.localAddress, /closed/);
+  },
+);
+
+deviceTest(
+  "cm: options (TOS, reuse-address, ACK timeout) and rdma_getaddrinfo",
+  (env) => {
+    // REUSEADDR lets a second listener bind the port of a closed one at once
+    const a = listen({ address: env.address, port: 0, reuseAddress: true });
+    const port = a.port;
+    a.id.setTos(32);
+    a.id.setAckTimeout(14);
+    assert.throws(() => a.id.setTos(256), InvalidArgumentError);
+    assert.throws(() => a.id.setAckTimeout(32), InvalidArgumentError);
+    a.close();
+    const b = listen({ address: env.address, port, reuseAddress: true });
+    assert.equal(b.port, port);
+    b.close();
+    const [ai] = getAddrInfo(env.address, port, {
+      numericHost: true,
+      portSpace: PortSpace.TCP,
+    });
+    assert.deepEqual(ai.destination, {
+      family: "IPv4",
+      address: env.address,
+      port,
+    });
+    assert.equal(ai.family, "IPv4");
+    assert.equal(ai.portSpace, PortSpace.TCP);
+    const [passive] = getAddrInfo(env.address, port, {
+      passive: true,
+      numericHost: true,
+    });
+    assert.deepEqual(passive.source, {
+      family: "IPv4",
+      address: env.address,
+      port,
+    });
+    assert.throws(() => getAddrInfo(null, null), InvalidArgumentError);
+  },
+);
