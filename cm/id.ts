@@ -633,9 +633,15 @@ export class CmId implements Disposable, AsyncDisposable {
         this.#connected = false;
         for (const w of this.#disconnectWaiters.slice()) w.resolve(ev);
         break;
-      case CmEventType.DEVICE_REMOVAL:
+      case CmEventType.DEVICE_REMOVAL: {
+        // every wait on the id fails: the device is gone (close the id next)
         this.#removed = true;
-        break;
+        this.#connected = false;
+        for (const w of [...this.#waiters, ...this.#disconnectWaiters]) {
+          w.reject(new CmEventError(w.op, ev.type, ev.name, ev.status, ev.privateData));
+        }
+        return;
+      }
     }
     const i = this.#waiters.findIndex((w) => w.types.includes(ev.type));
     if (i >= 0) return this.#waiters[i].resolve(ev);
