@@ -142,19 +142,34 @@ async function client(strategy: Strategy): Promise<number> {
   return us;
 }
 
+let cPort = 18515;
+
 function cTool(event: boolean): number {
   const base = ["-d", device, "-g", String(gidIndex), "-n", String(iters), "-s", String(size)];
+  base.push("-p", String(cPort++));
   if (event) base.push("-e");
   const srv = spawn("ibv_rc_pingpong", base, { stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   srv.stdout!.on("data", (d) => out += d);
-  spawnSync("sleep", ["0.5"]);
   const addr = process.env.RDMA_GUEST_IP ?? "127.0.0.1";
-  const cl = spawnSync("ibv_rc_pingpong", [...base, addr], { encoding: "utf8", timeout: 120_000 });
-  srv.kill();
-  const m = /([\d.]+) usec\/iter/.exec(cl.stdout);
-  if (!m) throw new Error(`ibv_rc_pingpong failed: ${cl.stdout}${cl.stderr}${out}`);
-  return Number(m[1]);
+  try {
+    // the server may take a while to listen on a loaded machine: retry the connect
+    for (let attempt = 0; attempt < 40; attempt++) {
+      spawnSync("sleep", ["0.25"]);
+      const cl = spawnSync("ibv_rc_pingpong", [...base, addr], {
+        encoding: "utf8",
+        timeout: 300_000,
+      });
+      const m = /([\d.]+) usec\/iter/.exec(cl.stdout);
+      if (m) return Number(m[1]);
+      if (!/Couldn't connect/.test(cl.stdout + cl.stderr)) {
+        throw new Error(`ibv_rc_pingpong failed: ${cl.stdout}${cl.stderr}${out}`);
+      }
+    }
+    throw new Error(`ibv_rc_pingpong: the server never listened: ${out}`);
+  } finally {
+    srv.kill();
+  }
 }
 
 async function main(): Promise<void> {
