@@ -33,7 +33,7 @@ import {
   SEND_WRID,
 } from "./_common/pingpong.ts";
 
-const SIZE = 2048;
+const SIZE = 1024;
 const GRH = 40;
 const QKEY = 0x11111111;
 

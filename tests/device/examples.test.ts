@@ -1,0 +1,297 @@
+/**
+ * The example tools against the C tools of rdma-core, on the wire: for each pingpong
+ * tool, our server with the C client and the C server with our client (and `-e`), in the
+ * runtime that runs this test. Both sides must succeed, report the same bytes and
+ * iterations, and each side's "remote address" must be the other's "local address".
+ * devinfo must agree with `ibv_devinfo -v` on every field both print. The CLI tests
+ * (`--help`, bad arguments) need no device.
+ */
+
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import process from "node:process";
+import { deviceTest, notOnIwarp, test } from "../harness.ts";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
+const isBun = "Bun" in globalThis;
+const PAIR_TIMEOUT_MS = 120_000;
+
+/** argv that runs an example in this test's own runtime. */
+function ours(tool: string, args: string[]): string[] {
+  const file = `${ROOT}examples/${tool}.ts`;
+  return isBun
+    ? [process.execPath, file, ...args]
+    : [process.execPath, "run", "--allow-all", file, ...args];
+}
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs argv, killing it after `timeoutMs`. */
+function run(argv: string[], timeoutMs = PAIR_TIMEOUT_MS): Promise<Result> {
+  return new Promise((resolve) => {
+    const child = spawn(argv[0], argv.slice(1), { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "", stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const timer = setTimeout(() => {
+      stderr += `\n[killed after ${timeoutMs} ms]`;
+      child.kill("SIGKILL");
+    }, timeoutMs);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+    child.on("error", (e) => {
+      clearTimeout(timer);
+      resolve({ code: -1, stdout, stderr: `${stderr}${e.message}` });
+    });
+  });
+}
+
+/** True once something listens on TCP `port` (read from /proc, so no connection is used up). */
+function listening(port: number): boolean {
+  const hex = `:${port.toString(16).toUpperCase().padStart(4, "0")} `;
+  for (const f of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text = "";
+    try {
+      text = readFileSync(f, "utf8");
+    } catch {
+      continue;
+    }
+    for (const line of text.split("\n")) {
+      const cols = line.trim().split(/\s+/);
+      if (cols[1]?.endsWith(hex.trim()) && cols[3] === "0A") return true;
+    }
+  }
+  return false;
+}
+
+async function waitListening(port: number, server: Promise<Result>, ms = 60_000): Promise<void> {
+  let done = false;
+  server.then(() => (done = true));
+  const end = Date.now() + ms;
+  while (!listening(port)) {
+    if (done) throw new Error(`the server exited before listening on ${port}`);
+    if (Date.now() > end) throw new Error(`nothing listened on port ${port} within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+interface Summary {
+  bytes: number;
+  iters: number;
+  usecPerIter: number;
+  local: string[];
+  remote: string[];
+}
+
+function summary(name: string, r: Result): Summary {
+  const why = `${name} exited ${r.code}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}`;
+  assert.equal(r.code, 0, why);
+  const bytes = r.stdout.match(/^(\d+) bytes in [\d.]+ seconds = [\d.]+ Mbit\/sec$/m);
+  const iters = r.stdout.match(/^(\d+) iters in [\d.]+ seconds = ([\d.]+) usec\/iter$/m);
+  assert.ok(bytes && iters, `no result lines: ${why}`);
+  const addr = (label: string) =>
+    [...r.stdout.matchAll(
+      new RegExp(
+        `^  ${label} address: +LID (0x[0-9a-f]{4}), QPN (0x[0-9a-f]{6}), PSN (0x[0-9a-f]{6})[,:] GID (\\S+)$`,
+        "gm",
+      ),
+    )]
+      .map((m) => `${m[1]} ${m[2]} ${m[3]} ${m[4]}`);
+  return {
+    bytes: Number(bytes![1]),
+    iters: Number(iters![1]),
+    usecPerIter: Number(iters![2]),
+    local: addr("local"),
+    remote: addr("remote"),
+  };
+}
+
+let nextPort = 19_600 + Math.floor(Math.random() * 200) * 2 + (isBun ? 1000 : 0);
+
+/** Runs one server/client pair; returns both summaries, after the common checks. */
+async function pair(
+  server: string[],
+  client: (port: number) => string[],
+  expect: { bytes: number; iters: number; qps?: number },
+): Promise<[Summary, Summary]> {
+  const port = nextPort++;
+  const srv = run([...server, "-p", String(port)]);
+  await waitListening(port, srv);
+  const cli = run(client(port));
+  const [s, c] = [summary("server", await srv), summary("client", await cli)];
+  for (const side of [s, c]) {
+    assert.equal(side.bytes, expect.bytes);
+    assert.equal(side.iters, expect.iters);
+    assert.equal(side.local.length, expect.qps ?? 1);
+  }
+  assert.deepEqual(s.remote, c.local, "the server saw the client's addresses");
+  assert.deepEqual(c.remote, s.local, "the client saw the server's addresses");
+  return [s, c];
+}
+
+function pingpongSuite(
+  tool: "rc" | "ud" | "srq",
+  size: number,
+  variants: { label: string; flags: string[]; qps?: number }[],
+): void {
+  const cTool = `ibv_${tool}_pingpong`;
+  for (const v of variants) {
+    for (const dir of ["our server, C client", "C server, our client"] as const) {
+      deviceTest(`examples: ${tool}_pingpong ${v.label}: ${dir}`, async (env) => {
+        const iters = 200;
+        const common = ["-d", env.device, "-i", String(env.port), "-g", String(env.gidIndex)];
+        const args = [...common, "-n", String(iters), ...v.flags];
+        const oursSide = (extra: string[]) => ours(`${tool}_pingpong`, [...args, ...extra]);
+        const cSide = (extra: string[]) => [cTool, ...args, ...extra];
+        const [s, c] = dir === "our server, C client"
+          ? await pair(oursSide([]), (p) => cSide(["-p", String(p), env.address]), {
+            bytes: size * iters * 2,
+            iters,
+            qps: v.qps,
+          })
+          : await pair(cSide([]), (p) => oursSide(["-p", String(p), env.address]), {
+            bytes: size * iters * 2,
+            iters,
+            qps: v.qps,
+          });
+        const [o, cc] = dir === "our server, C client" ? [s, c] : [c, s];
+        console.log(
+          `  ${tool}_pingpong ${v.label} (${dir}, ${
+            isBun ? "bun" : "deno"
+          }): ours ${o.usecPerIter} usec/iter, C ${cc.usecPerIter} usec/iter`,
+        );
+      }, {
+        timeout: 2 * PAIR_TIMEOUT_MS + 30_000,
+        needs: notOnIwarp("QPs connected without rdma_cm"),
+      });
+    }
+  }
+}
+
+pingpongSuite("rc", 4096, [
+  { label: "polling", flags: [] },
+  { label: "-e", flags: ["-e"] },
+]);
+pingpongSuite("ud", 1024, [{ label: "polling", flags: [] }, { label: "-e", flags: ["-e"] }]);
+pingpongSuite("srq", 4096, [{ label: "4 QPs", flags: ["-q", "4"], qps: 4 }]);
+
+/** `key: value` lines of devinfo output, keyed by their section (`port 1/state`). */
+function devinfoFields(text: string): Map<string, string> {
+  const out = new Map<string, string>();
+  let section = "device";
+  for (const raw of text.split("\n")) {
+    const m = raw.match(/^\t*([^\t:]+(?:\[[ \d]+\])?):\t+(.*)$/);
+    if (!m) continue;
+    const [key, value] = [m[1].trim(), m[2].trim()];
+    if (key === "hca_id") section = `hca ${value}`;
+    if (key === "port") section = `${section.split(" port")[0]} port ${value}`;
+    out.set(`${section}/${key}`, value);
+  }
+  return out;
+}
+
+deviceTest("examples: devinfo agrees with ibv_devinfo on every field both print", async () => {
+  for (const flags of [[], ["-v"]]) {
+    const c = spawnSync("ibv_devinfo", flags, { encoding: "utf8" });
+    assert.equal(c.status, 0, c.stderr);
+    const o = await run(ours("devinfo", flags));
+    assert.equal(o.code, 0, o.stderr);
+    const cf = devinfoFields(c.stdout), of = devinfoFields(o.stdout);
+    let common = 0;
+    for (const [k, v] of cf) {
+      if (!of.has(k)) continue;
+      assert.equal(of.get(k), v, `field ${k}`);
+      common++;
+    }
+    const ourOnly = [...of.keys()].filter((k) => !cf.has(k));
+    assert.deepEqual(ourOnly, [], "fields only we print");
+    assert.ok(common >= (flags.length ? 60 : 15), `only ${common} fields in common`);
+    if (flags.length === 0) assert.equal(o.stdout, c.stdout, "ibv_devinfo output, byte for byte");
+  }
+});
+
+for (const tool of ["devinfo", "rc_pingpong", "ud_pingpong", "srq_pingpong"]) {
+  test(`examples: ${tool} --help exits 0 with the usage and the permissions`, async () => {
+    const r = await run(ours(tool, ["--help"]), 60_000);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^Usage:/);
+    assert.match(r.stdout, /Deno permissions: --allow-ffi/);
+  });
+  test(`examples: ${tool} with a bad argument prints the usage, exits 1, no stack trace`, async () => {
+    const r = await run(ours(tool, ["--no-such-flag"]), 60_000);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /Usage:/);
+    assert.doesNotMatch(r.stderr, /^\s+at /m);
+  });
+}
+
+test("examples: a non-numeric count is a usage error", async () => {
+  const r = await run(ours("rc_pingpong", ["-n", "many"]), 60_000);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /--iters: not a number: "many"/);
+});
+
+/** The ping text the C client writes for ping `n` of `size` bytes (without the NUL). */
+function pingText(n: number, size: number): string {
+  let s = `rdma-ping-${n}: `;
+  for (let c = 65 + (n % 58); s.length < size - 1;) {
+    s += String.fromCharCode(c);
+    if (++c > 122) c = 65;
+  }
+  return s.slice(0, size - 1);
+}
+
+/** Runs a client until it gets through (an rdma_cm server is not visible in /proc/net). */
+async function clientWithRetry(argv: string[], server: Promise<Result>): Promise<Result> {
+  let done = false;
+  server.then(() => (done = true));
+  const end = Date.now() + 60_000;
+  for (;;) {
+    const r = await run(argv);
+    if (r.code === 0 || done || Date.now() > end) return r;
+    await new Promise((res) => setTimeout(res, 500));
+  }
+}
+
+for (const dir of ["our server, C client", "C server, our client"] as const) {
+  deviceTest(`examples: rping -V -v: ${dir}`, async (env) => {
+    const port = String(nextPort++);
+    const count = 10, size = 64;
+    const common = ["-a", env.address, "-p", port, "-C", String(count), "-S", String(size), "-v"];
+    const srvArgv = dir === "our server, C client"
+      ? ours("rping", ["-s", ...common])
+      : ["rping", "-s", ...common];
+    const cliArgv = dir === "our server, C client"
+      ? ["rping", "-c", "-V", ...common]
+      : ours("rping", ["-c", "-V", ...common]);
+    const srv = run(srvArgv);
+    const cli = await clientWithRetry(cliArgv, srv);
+    const s = await srv;
+    assert.equal(cli.code, 0, `client: ${cli.stdout}\n${cli.stderr}`);
+    assert.equal(s.code, 0, `server: ${s.stdout}\n${s.stderr}`);
+    const expected = Array.from({ length: count }, (_, i) => pingText(i, size));
+    const cLines = cli.stdout.split("\n").filter((l) => l.startsWith("ping data: "));
+    const sLines = s.stdout.split("\n").filter((l) => l.startsWith("server ping data: "));
+    assert.deepEqual(cLines, expected.map((t) => `ping data: ${t}`));
+    assert.deepEqual(sLines, expected.map((t) => `server ping data: ${t}`));
+  }, { timeout: 3 * PAIR_TIMEOUT_MS, needs: notOnIwarp("the VM's iWARP run (rxe only here)") });
+}
+
+for (const tool of ["rping"]) {
+  test(`examples: ${tool} --help and a bad argument`, async () => {
+    const h = await run(ours(tool, ["--help"]), 60_000);
+    assert.equal(h.code, 0, h.stderr);
+    assert.match(h.stdout, /^Usage:/);
+    const b = await run(ours(tool, ["-c"]), 60_000);
+    assert.equal(b.code, 1);
+    assert.match(b.stderr, /the client needs -a addr/);
+    assert.doesNotMatch(b.stderr, /^\s+at /m);
+  });
+}
