@@ -206,6 +206,21 @@ export class CmId implements Disposable, AsyncDisposable {
     return createCmQp(this, pd, init);
   }
 
+  /**
+   * On iWARP the kernel moves the QP to RTS during the MPA exchange, so the state
+   * libibverbs caches (and the verbs layer checks before posting) is stale;
+   * `ibv_query_qp` refreshes it.
+   */
+  #syncQpState(): void {
+    const qp = this.#qp;
+    if (!qp || qp.closed) return;
+    try {
+      qp.query();
+    } catch {
+      // the QP may already be in error (peer gone); posting will report it
+    }
+  }
+
   #checkUdSupported(op: string): void {
     if ((this.isUd) && this.transport === "iwarp") {
       throw new UnsupportedError(
@@ -376,6 +391,7 @@ export class CmId implements Disposable, AsyncDisposable {
       }
     }).then((ev) => {
       if (!this.isUd) this.#connected = true;
+      this.#syncQpState();
       return ev;
     });
   }
@@ -396,6 +412,7 @@ export class CmId implements Disposable, AsyncDisposable {
     return this.#start("accept", [CmEventType.ESTABLISHED], options, () => this.#accept(param))
       .then((ev) => {
         this.#connected = true;
+        this.#syncQpState();
         return ev;
       });
   }

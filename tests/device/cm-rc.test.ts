@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { native } from "../../ffi/native.ts";
 import { deviceTest } from "../harness.ts";
 import { connect } from "../../cm/connect.ts";
+import { privateDataLimit } from "../../cm/conn_param.ts";
 import { ClosedError, CmEventError, InvalidArgumentError } from "../../types/errors.ts";
 import { CmEventType, PrivateDataLimits, QpState } from "../../types/enums.ts";
 import { Endpoint } from "./peers/endpoint.ts";
@@ -130,7 +131,12 @@ deviceTest("cm rc: 16 simultaneous connections to one listener", async (env) => 
 deviceTest(
   "cm rc: reject with private data, and private data at the limit / one byte over",
   async (env) => {
-    const limits = env.transport === "iwarp" ? PrivateDataLimits.iwarp : PrivateDataLimits.ib;
+    const ctx = { transport: env.transport, ud: false, afIb: false };
+    const limits = {
+      connect: privateDataLimit("connect", ctx),
+      reject: privateDataLimit("reject", ctx),
+    };
+    assert.equal(limits.connect, env.transport === "iwarp" ? 251 : PrivateDataLimits.ib.connect);
     const peer = spawnPeer("cm-reject.ts", [env.address, "2", "fill", String(limits.reject)]);
     try {
       const { port } = await peer.next((m) => "ready" in m) as { port: number };

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { deviceTest, notOnIwarp } from "../harness.ts";
 import { connect, listen } from "../../cm/connect.ts";
 import { EventChannel } from "../../cm/channel.ts";
-import { CmEventError, InvalidArgumentError } from "../../types/errors.ts";
+import { CmEventError, InvalidArgumentError, NativeError } from "../../types/errors.ts";
 import { CmEventType, PortSpace, PrivateDataLimits } from "../../types/enums.ts";
 import { getAddrInfo } from "../../cm/addrinfo.ts";
 import { spawnPeer, text } from "./peers/spawn.ts";
@@ -53,6 +53,12 @@ deviceTest(
     const ms = Date.now() - t0;
     ep?.close();
     assert.ok(ep, "the QP was created before connecting");
+    if (env.transport === "iwarp" && err instanceof NativeError) {
+      // iWARP opens the TCP connection inside rdma_connect: refused synchronously
+      assert.equal(err.code, "ECONNREFUSED");
+      assert.equal(err.operation, "rdma_connect");
+      return;
+    }
     assert.ok(err instanceof CmEventError, `expected CmEventError, got ${err}`);
     assert.ok(
       err.event === CmEventType.REJECTED ||
