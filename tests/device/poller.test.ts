@@ -210,7 +210,7 @@ deviceTest(
     };
     post();
     while (next < BigInt(target)) {
-      const got = await awaitCompletions(proxy, { timeout: 10_000 });
+      const got = await awaitCompletions(proxy, { strategy: "event", timeout: 10_000 });
       for (let i = 0; i < got; i++) {
         assert.equal(cq.completion(i).status, WcStatus.SUCCESS, cq.completion(i).statusName);
         assert.equal(proxy.completion(i).wrId, next++);
@@ -288,7 +288,7 @@ deviceTest(
     const b = pd.createQp({ type: QpType.RC, sendCq: quiet, recvCq: quiet });
     connect(env, ctx, a, b);
     for (let i = 0; i < 5; i++) {
-      const wait = awaitCompletions(cq, { timeout: 10_000 });
+      const wait = awaitCompletions(cq, { strategy: "event", timeout: 10_000 });
       await sleep(2);
       a.postSend({
         wrId: BigInt(i),
