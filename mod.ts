@@ -41,6 +41,7 @@ export {
   eventStream,
   type EventStreamOptions,
   FdWatch,
+  type HoldCounter,
   nextEvent,
   Poller,
   type PollerOptions,

@@ -1,6 +1,24 @@
 /**
- * The event-loop integration: one epoll set per {@link Poller}, fd watches, completion
- * waiting with the `busy`/`event`/`adaptive` strategies, per-WR promises and event streams.
+ * The event-loop integration: completions, rdma_cm events and async events on the JS event
+ * loop, by non-blocking reads — never by a blocked event loop.
+ *
+ * - {@link Poller}: one epoll set (edge-triggered) holding every watched fd and a wake eventfd;
+ *   `Poller.default()` is the shared one. `register(fd, onReadable?)` gives an {@link FdWatch}
+ *   with `readable({ signal, timeout })` and `for await` over edges; whoever is notified reads
+ *   until EAGAIN. Waiting happens off the JS thread (Deno: one `nonblocking` `epoll_wait` in
+ *   flight only while something is awaited, cancelled through the eventfd; Bun: a Worker blocked
+ *   in `epoll_wait`, ref'd only while something is awaited), so an idle process exits by itself.
+ * - {@link awaitCompletions} / {@link completions}: wait for a CQ's completions with the
+ *   `busy`, `event` or `adaptive` strategy (default {@link DEFAULT_STRATEGY}, see
+ *   `completions.ts` for the measurement that chose it). Event waits arm, drain, then wait.
+ * - {@link WorkRequestTracker} / {@link CompletionPump}: a promise per signaled WR by wr_id,
+ *   rejected with `WorkCompletionError` (status, name, vendor error, wr_id, qp_num) on failure.
+ * - {@link eventStream} / {@link nextEvent} / {@link asyncEvents}: rdma_cm event channels,
+ *   device async events and any O_NONBLOCK "read one event or null" source as async iterables.
+ * - Teardown hooks for the object layer: {@link cancelCompletionWaits} when a CQ closes (pending
+ *   waits reject with `ClosedError`), {@link unwatchChannel} before a completion channel closes.
+ *
+ * Every wait takes `signal` and `timeout` (ms) and rejects with `AbortedError`.
  *
  * @module
  */
