@@ -18,7 +18,7 @@ import {
   UnsupportedError,
 } from "../types/errors.ts";
 import { Errno } from "../types/errno.ts";
-import { CmEventType, OptionId, OptionLevel, PortSpace } from "../types/enums.ts";
+import { CmEventType, OptionId, OptionLevel, PortSpace, QpState } from "../types/enums.ts";
 import { nativeError, strerror } from "../verbs/errors.ts";
 import type { Context } from "../verbs/context.ts";
 import type { ProtectionDomain } from "../verbs/pd.ts";
@@ -207,18 +207,18 @@ export class CmId implements Disposable, AsyncDisposable {
   }
 
   /**
-   * On iWARP the kernel moves the QP to RTS during the MPA exchange, so the state
-   * libibverbs caches (and the verbs layer checks before posting) is stale;
-   * `ibv_query_qp` refreshes it.
+   * On iWARP the kernel moves the QP through RTR/RTS during the MPA exchange and to
+   * ERROR on disconnect, without libibverbs seeing it: `qp->state`, which the
+   * verbs layer checks before posting, stays at INIT (and siw's query reports
+   * RESET). The connection manager records the state the connection reached.
+   * On IB/RoCE librdmacm moves the QP itself and the cached state is right.
    */
-  #syncQpState(): void {
+  #recordIwarpQpState(state: number): void {
     const qp = this.#qp;
-    if (!qp || qp.closed) return;
-    try {
-      qp.query();
-    } catch {
-      // the QP may already be in error (peer gone); posting will report it
-    }
+    if (this.#closed || !qp || qp.closed || this.transport !== "iwarp") return;
+    const n = native();
+    const off = layoutFor(n.arch).ibv_qp.fields.state.offset;
+    new DataView(n.arrayBuffer(qp.ptr, off + 4)).setUint32(off, state, true);
   }
 
   #checkUdSupported(op: string): void {
@@ -391,7 +391,7 @@ export class CmId implements Disposable, AsyncDisposable {
       }
     }).then((ev) => {
       if (!this.isUd) this.#connected = true;
-      this.#syncQpState();
+      this.#recordIwarpQpState(QpState.RTS);
       return ev;
     });
   }
@@ -412,7 +412,7 @@ export class CmId implements Disposable, AsyncDisposable {
     return this.#start("accept", [CmEventType.ESTABLISHED], options, () => this.#accept(param))
       .then((ev) => {
         this.#connected = true;
-        this.#syncQpState();
+        this.#recordIwarpQpState(QpState.RTS);
         return ev;
       });
   }
@@ -648,6 +648,7 @@ export class CmId implements Disposable, AsyncDisposable {
       case CmEventType.DISCONNECTED:
         this.#disconnectSeen = true;
         this.#connected = false;
+        this.#recordIwarpQpState(QpState.ERR);
         for (const w of this.#disconnectWaiters.slice()) w.resolve(ev);
         break;
       case CmEventType.DEVICE_REMOVAL: {
