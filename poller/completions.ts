@@ -81,6 +81,7 @@ interface CqState {
   armedSolicited: boolean;
   waits: WaitList | null;
   poller: Poller | null;
+  stopListening: (() => void) | null;
   closed: Error | null;
 }
 
@@ -90,7 +91,14 @@ const channelWatches = new WeakMap<object, FdWatch>();
 function stateOf(cq: CompletionSource): CqState {
   let s = states.get(cq);
   if (!s) {
-    s = { armed: false, armedSolicited: false, waits: null, poller: null, closed: null };
+    s = {
+      armed: false,
+      armedSolicited: false,
+      waits: null,
+      poller: null,
+      stopListening: null,
+      closed: null,
+    };
     states.set(cq, s);
   }
   return s;
@@ -140,6 +148,8 @@ export function cancelCompletionWaits(cq: CompletionSource, reason?: Error): voi
   const s = stateOf(cq);
   s.closed = reason ?? new ClosedError("CompletionQueue");
   s.waits?.rejectAll(s.closed);
+  s.stopListening?.();
+  s.stopListening = null;
 }
 
 const yieldToLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
@@ -212,9 +222,12 @@ async function eventWait(
   options: CompletionWaitOptions,
 ): Promise<number> {
   const poller = options.poller ?? s.poller ?? Poller.default();
+  if (poller.closed) throw new ClosedError("Poller");
   if (s.poller !== poller || !s.waits) {
+    s.stopListening?.();
     s.poller = poller;
-    s.waits = new WaitList(poller);
+    const waits = s.waits = new WaitList(poller);
+    s.stopListening = poller.onClose((e) => waits.rejectAll(e));
   }
   watchChannel(cq.channel!, poller);
   const solicited = options.solicitedOnly ?? false;

@@ -55,6 +55,7 @@ export class Poller implements HoldCounter {
   #watches = new Map<number, FdWatch>();
   #holds = 0;
   #closed = false;
+  #closeListeners = new Set<(error: ClosedError) => void>();
   #event: NativePointer;
   #eventView: DataView;
   #eventsOffset: number;
@@ -141,6 +142,15 @@ export class Poller implements HoldCounter {
     return this.#watches.get(fd);
   }
 
+  /**
+   * Runs `listener` when the poller closes (to settle waits that are not fd watches, e.g.
+   * completion waits). Returns a function that removes it.
+   */
+  onClose(listener: (error: ClosedError) => void): () => void {
+    this.#closeListeners.add(listener);
+    return () => this.#closeListeners.delete(listener);
+  }
+
   /** Keeps the poller waiting (and the process alive) until a matching {@link Poller.unref}. */
   ref(): void {
     if (this.#closed) return;
@@ -160,6 +170,9 @@ export class Poller implements HoldCounter {
   close(): void {
     if (this.#closed) return;
     for (const w of [...this.#watches.values()]) w.close();
+    const error = new ClosedError("Poller");
+    for (const l of [...this.#closeListeners]) l(error);
+    this.#closeListeners.clear();
     this.#closed = true;
     this.#holds = 0;
     const { libc } = native();

@@ -303,3 +303,15 @@ test("event streams: drain until null, then wait for the next edge", async () =>
   assert.equal(poller.pending, 0);
   n.libc.close(fd);
 });
+
+test("completions: closing the poller rejects pending completion waits with ClosedError", async () => {
+  const poller = new Poller();
+  const channel = new FakeChannel();
+  const cq = new FakeCq(channel);
+  const p = awaitCompletions(cq, { poller, strategy: "event" });
+  await sleep(5);
+  poller.close();
+  await assert.rejects(p, (e) => e instanceof ClosedError && /Poller/.test(e.message));
+  await assert.rejects(awaitCompletions(cq, { poller, strategy: "event" }), ClosedError);
+  channel.close();
+});
