@@ -11,6 +11,8 @@
 
 import process from "node:process";
 import { listen } from "../../../cm/connect.ts";
+import { ClosedError, WorkCompletionError } from "../../../types/errors.ts";
+import { WcStatus } from "../../../types/enums.ts";
 import type { CmId } from "../../../cm/id.ts";
 import { Endpoint } from "./endpoint.ts";
 import { report, text } from "./spawn.ts";
@@ -35,8 +37,13 @@ async function serve(req: CmId, n: number): Promise<void> {
     let messages = 0;
     const disconnected = req.waitDisconnected().then(() => null);
     for (;;) {
-      const r = ep.recv(60_000);
-      r.catch(() => {}); // after a disconnect the receive ends with a flush error or ClosedError
+      // The peer's disconnect ends the pending receive: on iWARP the QP is flushed
+      // (WR_FLUSH_ERR) even before DISCONNECTED arrives; a closed CQ ends it too.
+      const r = ep.recv(60_000).catch((e) => {
+        if (e instanceof WorkCompletionError && e.status === WcStatus.WR_FLUSH_ERR) return null;
+        if (e instanceof ClosedError) return null;
+        throw e;
+      });
       const got = await Promise.race([r, disconnected]);
       if (got === null) break;
       const msg = text(got.bytes);
