@@ -12,12 +12,14 @@
  *   `rpoll`).
  *
  * Why `"adaptive"` with a 20 µs budget is the default: in RC ping-pong (bench/pingpong-event.ts,
- * soft-RoCE VM, 2 vCPUs, median of interleaved rounds) it beat `"event"` in every run in both
- * runtimes (Deno 1.06× vs 1.41× and 2.84× vs 6.07× of `ibv_rc_pingpong -e`; Bun 1.40× vs 1.96×
- * and 5.10× vs 6.33×), most likely because a send completion that lands within the budget
- * saves a whole wake-up. The budget bounds the spinning to 20 µs per wait, so an idle or
- * loaded machine loses almost nothing; `"busy"` was faster still on a quiet machine but keeps a
- * core busy, so it is never the default.
+ * soft-RoCE VM, 2 vCPUs, two processes, medians of interleaved rounds, as ratios to
+ * `ibv_rc_pingpong -e` in the same run) it beat `"event"` in 5 of 6 runs: Deno 2.84× vs 6.07×,
+ * 1.06× vs 1.41×, 1.53× vs 2.13×; Bun 1.40× vs 1.96×, 5.10× vs 6.33×, and 5.71× vs 5.01× (the
+ * one loss, within the noise: the C tool itself varied from 0.3 to 10 ms per round trip in that
+ * run on the shared 2-core host). Most likely a send completion that lands within the budget
+ * saves a whole wake-up. The budget bounds the spinning to 20 µs per wait, so an idle or loaded
+ * machine loses almost nothing; `"busy"` keeps a core busy and was not reliably faster there
+ * (1.45–3.87× of the busy-polling C tool), so it is never the default.
  *
  * One consumer per CQ: the functions here call `cq.poll()`, which overwrites the CQ's WC array.
  *
