@@ -8,8 +8,8 @@
  */
 
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { closeSync, openSync, readSync } from "node:fs";
 import process from "node:process";
 import { deviceTest, notOnIwarp, test } from "../harness.ts";
 
@@ -31,10 +31,18 @@ interface Result {
   stderr: string;
 }
 
+/** Children still running, killed when a pair fails half-way. */
+const running = new Set<ChildProcess>();
+
+function killAll(): void {
+  for (const c of running) c.kill("SIGKILL");
+}
+
 /** Runs argv, killing it after `timeoutMs`. */
 function run(argv: string[], timeoutMs = PAIR_TIMEOUT_MS): Promise<Result> {
   return new Promise((resolve) => {
     const child = spawn(argv[0], argv.slice(1), { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    running.add(child);
     let stdout = "", stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
     child.stderr.on("data", (d) => (stderr += d));
@@ -43,6 +51,7 @@ function run(argv: string[], timeoutMs = PAIR_TIMEOUT_MS): Promise<Result> {
       child.kill("SIGKILL");
     }, timeoutMs);
     child.on("close", (code) => {
+      running.delete(child);
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
@@ -53,16 +62,33 @@ function run(argv: string[], timeoutMs = PAIR_TIMEOUT_MS): Promise<Result> {
   });
 }
 
+/** A /proc file's text (its size is reported as 0, so read until the end). */
+function readProcFile(path: string): string {
+  let fd: number;
+  try {
+    fd = openSync(path, "r");
+  } catch {
+    return "";
+  }
+  const chunks: Uint8Array[] = [];
+  try {
+    for (;;) {
+      const buf = new Uint8Array(65536);
+      const n = readSync(fd, buf, 0, buf.length, null);
+      if (n <= 0) break;
+      chunks.push(buf.subarray(0, n));
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return chunks.map((c) => new TextDecoder().decode(c)).join("");
+}
+
 /** True once something listens on TCP `port` (read from /proc, so no connection is used up). */
 function listening(port: number): boolean {
   const hex = `:${port.toString(16).toUpperCase().padStart(4, "0")} `;
   for (const f of ["/proc/net/tcp", "/proc/net/tcp6"]) {
-    let text = "";
-    try {
-      text = readFileSync(f, "utf8");
-    } catch {
-      continue;
-    }
+    const text = readProcFile(f);
     for (const line of text.split("\n")) {
       const cols = line.trim().split(/\s+/);
       if (cols[1]?.endsWith(hex.trim()) && cols[3] === "0A") return true;
@@ -123,7 +149,13 @@ async function pair(
 ): Promise<[Summary, Summary]> {
   const port = nextPort++;
   const srv = run([...server, "-p", String(port)]);
-  await waitListening(port, srv);
+  try {
+    await waitListening(port, srv);
+  } catch (e) {
+    killAll();
+    const r = await srv;
+    throw new Error(`${(e as Error).message}\nserver stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+  }
   const cli = run(client(port));
   const [s, c] = [summary("server", await srv), summary("client", await cli)];
   for (const side of [s, c]) {
