@@ -48,7 +48,12 @@ async function serve(req: CmId, n: number): Promise<void> {
       if (got === null) break;
       const msg = text(got.bytes);
       messages++;
-      await ep.send(new TextEncoder().encode(msg.replace("ping", "pong")));
+      try {
+        await ep.send(new TextEncoder().encode(msg.replace("ping", "pong")));
+      } catch (e) {
+        if (e instanceof ClosedError) break; // the client disconnected meanwhile
+        throw e;
+      }
     }
     await req.disconnect();
     report({ served: n, messages, qpClosed: ep.qp.closed });

@@ -12,7 +12,10 @@ import type { ProtectionDomain } from "../../../verbs/pd.ts";
 import type { QueuePair } from "../../../verbs/qp.ts";
 import type { AddressHandle } from "../../../verbs/ah.ts";
 import { awaitCompletions, unwatchChannel } from "../../../poller/completions.ts";
-import { AccessFlags, QpType, WcOpcode, WrOpcode } from "../../../types/enums.ts";
+import { AccessFlags, QpType, WcOpcode, WcStatus, WrOpcode } from "../../../types/enums.ts";
+import { ClosedError } from "../../../types/errors.ts";
+
+const SEND_ID = 1000n;
 
 /** Bytes of a UD receive that hold the GRH. */
 export const GRH = 40;
@@ -42,6 +45,8 @@ export class Endpoint {
   #received: Received[] = [];
   readonly #replyAh: boolean;
   #sendsDone = 0;
+  #flushed = false;
+  #sendFlushed = false;
   readonly #port: number;
   readonly #abort = new AbortController();
 
@@ -80,7 +85,14 @@ export class Endpoint {
   async #poll(timeout: number): Promise<void> {
     const n = await awaitCompletions(this.cq, { timeout, signal: this.#abort.signal });
     for (let i = 0; i < n; i++) {
-      const wc = this.cq.completion(i).check();
+      const wc = this.cq.completion(i);
+      if (wc.status === WcStatus.WR_FLUSH_ERR) {
+        // the connection went away (the peer disconnected): end waits, don't throw here
+        this.#flushed = true;
+        if (wc.wrId === SEND_ID) this.#sendFlushed = true;
+        continue;
+      }
+      wc.check();
       if (wc.opcode & WcOpcode.RECV) {
         const slot = Number(wc.wrId);
         const off = slot * this.slot + (this.ud ? GRH : 0);
@@ -103,7 +115,10 @@ export class Endpoint {
   /** The next received message (RC) or datagram payload (UD, GRH stripped). */
   async recv(timeout = 10_000): Promise<Received> {
     const end = Date.now() + timeout;
-    while (this.#received.length === 0) await this.#poll(Math.max(1, end - Date.now()));
+    while (this.#received.length === 0) {
+      if (this.#flushed) throw new ClosedError("Endpoint (receives flushed: disconnected)");
+      await this.#poll(Math.max(1, end - Date.now()));
+    }
     return this.#received.shift()!;
   }
 
@@ -117,13 +132,16 @@ export class Endpoint {
     this.mr.buffer.set(bytes, off);
     const target = this.#sendsDone + 1;
     this.qp.postSend({
-      wrId: 1000,
+      wrId: SEND_ID,
       opcode: WrOpcode.SEND,
       sg: bytes.length ? [{ mr: this.mr, offset: off, length: bytes.length }] : [],
       ...(ud ? { ud } : {}),
     });
     const end = Date.now() + timeout;
-    while (this.#sendsDone < target) await this.#poll(Math.max(1, end - Date.now()));
+    while (this.#sendsDone < target) {
+      if (this.#sendFlushed) throw new ClosedError("Endpoint (send flushed: disconnected)");
+      await this.#poll(Math.max(1, end - Date.now()));
+    }
   }
 
   /** Closes the verbs resources (the QP first, through the CQ's ownership). */
