@@ -12,6 +12,7 @@ import { Errno } from "../types/errno.ts";
 import { layoutFor } from "../types/layout.ts";
 import { nativeError, throwErrno, throwReturned } from "./errors.ts";
 import { setNonBlocking } from "./fd.ts";
+import { unwatchChannel } from "../poller/completions.ts";
 import { NativeBlock } from "./memory.ts";
 import { Resource } from "./resource.ts";
 import { CompletionQueue } from "./cq.ts";
@@ -79,6 +80,7 @@ export class CompletionChannel extends Resource {
   }
 
   protected destroy(): void {
+    unwatchChannel(this); // the poller drops its watch before the fd number can be reused
     const rc = native().ibverbs.ibv_destroy_comp_channel(this.ptr);
     this.#box.free();
     if (rc !== 0) throwReturned("ibv_destroy_comp_channel", rc);

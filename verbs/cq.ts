@@ -8,7 +8,15 @@
 import { native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import type { PreparedCall } from "../types/native.ts";
-import { InvalidArgumentError } from "../types/errors.ts";
+import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
+import {
+  awaitCompletions,
+  cancelCompletionWaits,
+  completions,
+  type CompletionWaitOptions,
+} from "../poller/completions.ts";
+import { CompletionPump, type CompletionRecord } from "../poller/tracker.ts";
+import type { WaitOptions } from "../poller/wait.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { layoutFor } from "../types/layout.ts";
 import { nativeError, throwErrno, throwReturned } from "./errors.ts";
@@ -64,6 +72,7 @@ export class CompletionQueue extends Resource {
   readonly #targets = new Map<number, CompletionTarget>();
   #pollMax: number;
   #unacked = 0;
+  #pump: CompletionPump | null = null;
 
   /** Creates a CQ; prefer `context.createCq()`. */
   constructor(context: Context, init: CqInit) {
@@ -137,12 +146,46 @@ export class CompletionQueue extends Resource {
   dispatch(max: number = this.pollBatch): number {
     const got = this.poll(max);
     for (let i = 0; i < got; i++) {
-      const wc = this.wc.at(i);
-      const t = this.#targets.get(wc.qpNum);
-      const fn = t?.onCompletion ?? this.onUnmatched;
-      if (fn) fn(wc);
+      this.#route(this.wc.at(i));
     }
     return got;
+  }
+
+  #route(wc: WorkCompletion): void {
+    const fn = this.#targets.get(wc.qpNum)?.onCompletion ?? this.onUnmatched;
+    if (fn) fn(wc);
+  }
+
+  /**
+   * Waits until completions arrive and returns how many (read them with `completion(i)`),
+   * with the poller's strategy (`adaptive` by default; `busy` when the CQ has no channel).
+   */
+  wait(options: CompletionWaitOptions = {}): Promise<number> {
+    return awaitCompletions(this, this.#withStrategy(options));
+  }
+
+  /** `for await` over batches of completions: yields each batch's count; read with `completion(i)`. */
+  batches(options: CompletionWaitOptions = {}): AsyncGenerator<number, void, undefined> {
+    return completions(this, this.#withStrategy(options));
+  }
+
+  /**
+   * A promise for the completion of `wrId` (post it signaled in the same tick): resolves with a
+   * copy on success, rejects with WorkCompletionError on an error status. While promises are
+   * pending the CQ is driven for them; completions nobody tracks go to their QP's
+   * `onCompletion` (or `onUnmatched`). Do not also poll this CQ by hand meanwhile.
+   */
+  track(wrId: bigint, options?: WaitOptions): Promise<CompletionRecord> {
+    this.assertOpen();
+    this.#pump ??= new CompletionPump(this, {
+      strategy: this.channel ? undefined : "busy",
+      onUntracked: (wc) => this.#route(wc as WorkCompletion),
+    });
+    return this.#pump.track(wrId, options);
+  }
+
+  #withStrategy(options: CompletionWaitOptions): CompletionWaitOptions {
+    return options.strategy || this.channel ? options : { ...options, strategy: "busy" };
   }
 
   /** Registers a QP for {@link CompletionQueue.dispatch} (done by QPs using this CQ). */
@@ -195,6 +238,10 @@ export class CompletionQueue extends Resource {
 
   protected destroy(): void {
     const n = native();
+    // pending waits and tracked WRs settle with a typed error instead of hanging
+    const closed = new ClosedError("CompletionQueue");
+    this.#pump?.close(closed);
+    cancelCompletionWaits(this, closed);
     this.ackEvents(); // ibv_destroy_cq waits for every retrieved event to be acked
     this.context.objects.delete(n.address(this.ptr));
     this.#poll.free();

@@ -8,7 +8,9 @@
 
 import { native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { enumName, Mtu, QpAttrMask, QpState, QpType, WrOpcode } from "../types/enums.ts";
+import { enumName, Mtu, QpAttrMask, QpState, QpType, SendFlags, WrOpcode } from "../types/enums.ts";
+import type { CompletionRecord } from "../poller/tracker.ts";
+import type { WaitOptions } from "../poller/wait.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { layoutFor } from "../types/layout.ts";
 import { throwErrno, throwReturned } from "./errors.ts";
@@ -398,6 +400,31 @@ export class QueuePair extends Resource implements CompletionTarget {
       }
     }
     if (bad >= 0) throw new InvalidWorkRequestError("ibv_post_send", bad, reason);
+  }
+
+  /**
+   * Posts one send WR, signaled, and resolves with its completion (rejects with
+   * WorkCompletionError carrying the status; ClosedError when the CQ closes first).
+   * Give each outstanding WR its own `wrId`.
+   */
+  send(wr: SendWr, options?: WaitOptions): Promise<CompletionRecord> {
+    const flags = (wr.flags ?? SendFlags.SIGNALED) | SendFlags.SIGNALED;
+    try {
+      this.postSend(flags === wr.flags ? wr : { ...wr, flags });
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.sendCq.track(BigInt(wr.wrId ?? 0), options);
+  }
+
+  /** Posts one receive WR and resolves with its completion (see {@link QueuePair.send}). */
+  recv(wr: RecvWr, options?: WaitOptions): Promise<CompletionRecord> {
+    try {
+      this.postRecv(wr);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.recvCq.track(BigInt(wr.wrId ?? 0), options);
   }
 
   /** Checks and posts receive WRs (same list semantics as {@link QueuePair.postSend}). */
