@@ -9,7 +9,7 @@ import { native } from "../ffi/native.ts";
 import { layoutFor } from "../types/layout.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { PortSpace, RaiFlags } from "../types/enums.ts";
-import { nativeError } from "../verbs/errors.ts";
+import { nativeError } from "../ffi/errors.ts";
 import { AF_IB, AF_INET, AF_INET6, decodeSockaddr, type SocketAddress } from "./address.ts";
 import { copyFromNative } from "./memory.ts";
 

@@ -12,23 +12,11 @@ import { layoutFor } from "../types/layout.ts";
 import { ClosedError, InvalidArgumentError, NoDeviceError } from "../types/errors.ts";
 import { Errno } from "../types/errno.ts";
 import { CmEventType, PortSpace } from "../types/enums.ts";
-import { nativeError, throwErrno } from "../verbs/errors.ts";
+import { nativeError, throwErrno } from "../ffi/errors.ts";
+import { setNonBlocking } from "../ffi/fd.ts";
 import { type CmEvent, decodeEvent } from "./event.ts";
 import { CmId } from "./id.ts";
 import { type FdWatch, Poller } from "../poller/poller.ts";
-
-const F_GETFL = 3;
-const F_SETFL = 4;
-const O_NONBLOCK = 0o4000; // x86-64 and aarch64 Linux
-
-function setNonBlocking(fd: number): void {
-  const libc = native().libc;
-  const flags = libc.fcntl(fd, F_GETFL, 0);
-  if (flags < 0) throwErrno("fcntl(F_GETFL)", "rdma_cm event channel");
-  if (libc.fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-    throwErrno("fcntl(F_SETFL)", "rdma_cm event channel");
-  }
-}
 
 const leaks = new FinalizationRegistry<string>((what) => {
   console.warn(`@rdma/verbs: an ${what} was garbage-collected without close(); it leaks`);
@@ -81,7 +69,7 @@ export class EventChannel implements Disposable {
       true,
     );
     try {
-      setNonBlocking(this.fd);
+      setNonBlocking(this.fd, "rdma_cm event channel");
     } catch (e) {
       n.rdmacm.rdma_destroy_event_channel(p);
       throw e;

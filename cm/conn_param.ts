@@ -45,19 +45,10 @@ export interface PrivateDataContext {
   afIb: boolean;
 }
 
-/**
- * The most private data an iWARP peer delivers: the kernel's iWARP CM event carries
- * the MPA private-data length — which, with MPA v2, includes the 4-byte IRD/ORD
- * block — in a `u8`, so 255 − 4 = 251 bytes. Measured on siw (kernel 6.1): 251
- * bytes reach the listener, 252 are dropped by the receiver and the connect ends
- * in REJECTED (ECONNRESET) without the listener seeing a request.
- */
-export const IWARP_PRIVATE_DATA_MAX: number = 255 - PrivateDataLimits.iwarp.mpaV2IrdOrd;
-
 /** The most private data `op` may carry on an id described by `ctx` (bytes). */
 export function privateDataLimit(op: PrivateDataOp, ctx: PrivateDataContext): number {
   if (ctx.transport === "iwarp") {
-    return Math.min(PrivateDataLimits.iwarp[op], IWARP_PRIVATE_DATA_MAX);
+    return PrivateDataLimits.iwarp[op];
   }
   const ib = PrivateDataLimits.ib;
   if (ctx.ud) {

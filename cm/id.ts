@@ -19,7 +19,7 @@ import {
 } from "../types/errors.ts";
 import { Errno } from "../types/errno.ts";
 import { CmEventType, OptionId, OptionLevel, PortSpace, QpState } from "../types/enums.ts";
-import { nativeError, strerror } from "../verbs/errors.ts";
+import { nativeError, strerror } from "../ffi/errors.ts";
 import type { Context } from "../verbs/context.ts";
 import type { ProtectionDomain } from "../verbs/pd.ts";
 import type { QueuePair } from "../verbs/qp.ts";

@@ -13,7 +13,7 @@ import { layoutFor } from "../types/layout.ts";
 import { InvalidArgumentError, UnsupportedError } from "../types/errors.ts";
 import { Errno } from "../types/errno.ts";
 import { enumName, QpType } from "../types/enums.ts";
-import { nativeError, strerror } from "../verbs/errors.ts";
+import { nativeError, strerror } from "../ffi/errors.ts";
 import { type QpInit, QueuePair } from "../verbs/qp.ts";
 import type { ProtectionDomain } from "../verbs/pd.ts";
 import type { CmId } from "./id.ts";

@@ -32,7 +32,7 @@ import { layoutFor } from "../types/layout.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 import { type HoldCounter, WaitList, type WaitOptions } from "./wait.ts";
-import { errnoError } from "./native-error.ts";
+import { errnoError } from "../ffi/errors.ts";
 
 /** Options of a {@link Poller}. */
 export interface PollerOptions {

@@ -292,7 +292,8 @@ test("enums: the private-data limits follow from the IB CM sizes and the rdma_cm
   assert.equal(ib.udReject, ibCm.sidrRep);
   assert.equal(ib.connectAfIb, ibCm.req);
   assert.equal(ib.udConnectAfIb, ibCm.sidrReq);
-  assert.equal(iwarp.connect, iwarp.mpaDriverMax - iwarp.mpaV2IrdOrd);
+  assert.equal(iwarp.connect, iwarp.eventLengthMax - iwarp.mpaV2IrdOrd);
+  assert.ok(iwarp.connect < iwarp.mpaDriverMax);
   assert.equal(iwarp.mpaDriverMax, RDMA_MAX_PRIVATE_DATA);
   for (const v of [...Object.values(ib), iwarp.connect, iwarp.accept, iwarp.reject]) {
     assert.ok(v <= 255, "private_data_len is a uint8_t");

@@ -9,7 +9,7 @@ import { native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { layoutFor } from "../types/layout.ts";
-import { throwErrno, throwReturned } from "./errors.ts";
+import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { type GidLike, parseGid } from "./gid.ts";
 import { NativeBlock } from "./memory.ts";
 import { Resource } from "./resource.ts";

@@ -10,7 +10,7 @@ import { EventType, eventTypeStr } from "../types/enums.ts";
 import { enumName } from "../types/enums.ts";
 import { Errno } from "../types/errno.ts";
 import { layoutFor } from "../types/layout.ts";
-import { nativeError } from "./errors.ts";
+import { nativeError } from "../ffi/errors.ts";
 import { NativeBlock } from "./memory.ts";
 import type { Context } from "./context.ts";
 import type { Resource } from "./resource.ts";

@@ -10,9 +10,9 @@ import type { NativePointer } from "../types/ctypes.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { layoutFor } from "../types/layout.ts";
 import { withDeviceList } from "./devices.ts";
-import { throwErrno } from "./errors.ts";
+import { throwErrno } from "../ffi/errors.ts";
 import { Resource } from "./resource.ts";
-import { setNonBlocking } from "./fd.ts";
+import { setNonBlocking } from "../ffi/fd.ts";
 import {
   type DeviceAttr,
   type DeviceAttrEx,

@@ -19,7 +19,7 @@ import { CompletionPump, type CompletionRecord } from "../poller/tracker.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { layoutFor } from "../types/layout.ts";
-import { nativeError, throwErrno, throwReturned } from "./errors.ts";
+import { nativeError, throwErrno, throwReturned } from "../ffi/errors.ts";
 import { Errno } from "../types/errno.ts";
 import { NativeBlock } from "./memory.ts";
 import { Resource } from "./resource.ts";

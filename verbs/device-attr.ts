@@ -28,7 +28,7 @@ import {
 } from "../types/enums.ts";
 import { Errno } from "../types/errno.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
-import { throwErrno, throwReturned } from "./errors.ts";
+import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "./memory.ts";
 import { readScalars } from "./structs.ts";
 import { formatGid } from "./gid.ts";

@@ -9,7 +9,7 @@ import { Errno } from "../types/errno.ts";
 import { NoDeviceError } from "../types/errors.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { layoutFor } from "../types/layout.ts";
-import { nativeError } from "./errors.ts";
+import { nativeError } from "../ffi/errors.ts";
 
 /** One RDMA device as `ibv_get_device_list` reports it. */
 export interface DeviceInfo {

@@ -10,7 +10,7 @@ import type { NativePointer } from "../types/ctypes.ts";
 import { AccessFlags, flagNames } from "../types/enums.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { layoutFor } from "../types/layout.ts";
-import { throwReturned } from "./errors.ts";
+import { throwReturned } from "../ffi/errors.ts";
 import { Resource } from "./resource.ts";
 import type { ProtectionDomain } from "./pd.ts";
 

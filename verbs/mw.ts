@@ -13,7 +13,7 @@ import { Errno } from "../types/errno.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { layoutFor } from "../types/layout.ts";
-import { nativeError, throwReturned } from "./errors.ts";
+import { nativeError, throwReturned } from "../ffi/errors.ts";
 import { Resource } from "./resource.ts";
 import type { ProtectionDomain } from "./pd.ts";
 

@@ -8,7 +8,7 @@ import { native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { AccessFlags } from "../types/enums.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
-import { throwErrno, throwReturned } from "./errors.ts";
+import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { Resource } from "./resource.ts";
 import { MemoryRegion, type RegisterOptions } from "./mr.ts";
 import { MemoryWindow } from "./mw.ts";

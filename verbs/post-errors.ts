@@ -7,7 +7,7 @@
  */
 
 import { InvalidArgumentError, NativeError } from "../types/errors.ts";
-import { strerror } from "./errors.ts";
+import { strerror } from "../ffi/errors.ts";
 
 /**
  * A work request of a list was invalid. The requests before it (`posted` of them)

@@ -13,7 +13,7 @@ import type { CompletionRecord } from "../poller/tracker.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { layoutFor } from "../types/layout.ts";
-import { throwErrno, throwReturned } from "./errors.ts";
+import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import type { GidLike } from "./gid.ts";
 import { NativeBlock } from "./memory.ts";
 import { Resource } from "./resource.ts";

@@ -10,7 +10,7 @@ import type { NativePointer } from "../types/ctypes.ts";
 import { SrqAttrMask } from "../types/enums.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { layoutFor } from "../types/layout.ts";
-import { throwErrno, throwReturned } from "./errors.ts";
+import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "./memory.ts";
 import { Resource } from "./resource.ts";
 import { ListPoster } from "./post.ts";

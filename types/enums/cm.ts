@@ -144,9 +144,11 @@ export const RDMA_MAX_PRIVATE_DATA = 256;
  * **iWARP** (MPA, RFC 5044; extended by RFC 6581). The MPA request/reply frame
  * carries up to 512 bytes of private data by the RFC, but the kernel's iWARP
  * drivers cap it at 256 (`MPA_MAX_PRIVATE_DATA` in cxgb4, `MPA_MAX_PRIVDATA` =
- * `RDMA_MAX_PRIVATE_DATA` in siw and erdma), and an MPA v2 peer spends 4 bytes of it
- * on the IRD/ORD negotiation, so 252 is what every peer accepts; no rdma_cm header
- * is added. `connect`, `accept` and `reject` share the limit.
+ * `RDMA_MAX_PRIVATE_DATA` in siw and erdma). The kernel's iWARP CM event reports the
+ * private-data length — which, with MPA v2, includes the 4-byte IRD/ORD block — in a
+ * `u8`, so 255 − 4 = 251 bytes is what reaches a peer (measured on siw: 251 arrive,
+ * 252 are dropped and the connect ends in REJECTED). No rdma_cm header is added.
+ * `connect`, `accept` and `reject` share the limit.
  */
 export const PrivateDataLimits = {
   /** Size of the rdma_cm header that precedes REQ / SIDR REQ private data for IP-addressed ids. */
@@ -166,9 +168,10 @@ export const PrivateDataLimits = {
   },
   /** iWARP (MPA): the portable limit and its parts. */
   iwarp: {
-    connect: 252,
-    accept: 252,
-    reject: 252,
+    connect: 251,
+    accept: 251,
+    reject: 251,
+    eventLengthMax: 255,
     mpaDriverMax: 256,
     mpaV2IrdOrd: 4,
     mpaRfcMax: 512,

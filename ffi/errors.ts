@@ -4,7 +4,7 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { native } from "./native.ts";
 import { NativeError, UNSUPPORTED_ERRNOS, UnsupportedError } from "../types/errors.ts";
 
 /** The errno's message from the C library (`strerror_r`). */
@@ -30,6 +30,11 @@ export function nativeError(operation: string, errno: number, context?: string):
  */
 export function throwErrno(operation: string, context?: string): never {
   throw nativeError(operation, native().errno(), context);
+}
+
+/** The typed error for `operation` from the current errno (read it right after the failing call). */
+export function errnoError(operation: string, context?: string): NativeError {
+  return nativeError(operation, native().errno(), context);
 }
 
 /** For calls that return a negative errno (or a positive one) instead of setting errno. */

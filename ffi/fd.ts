@@ -5,7 +5,7 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { native } from "./native.ts";
 import { throwErrno } from "./errors.ts";
 
 const F_GETFL = 3;
