@@ -216,9 +216,7 @@ export class CmId implements Disposable, AsyncDisposable {
   #recordIwarpQpState(state: number): void {
     const qp = this.#qp;
     if (this.#closed || !qp || qp.closed || this.transport !== "iwarp") return;
-    const n = native();
-    const off = layoutFor(n.arch).ibv_qp.fields.state.offset;
-    new DataView(n.arrayBuffer(qp.ptr, off + 4)).setUint32(off, state, true);
+    qp.recordState(state as QpState);
   }
 
   #checkUdSupported(op: string): void {

@@ -254,6 +254,16 @@ export class QueuePair extends Resource implements CompletionTarget {
     return this.#view.getUint32(this.#stateOffset, true);
   }
 
+  /**
+   * Records a state the QP reached outside libibverbs (on iWARP the kernel moves it to
+   * RTS during the MPA exchange and to ERR on disconnect), so `state` and the posting
+   * checks see it. Used by the connection manager; it does not modify the QP.
+   */
+  recordState(state: QpState): void {
+    if (this.closed) return;
+    this.#view.setUint32(this.#stateOffset, state, true);
+  }
+
   /** The state's C name. */
   get stateName(): string {
     return STATE_NAMES[this.state] ?? `<unknown ${this.state}>`;
