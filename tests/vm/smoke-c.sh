@@ -22,7 +22,7 @@ PORT=$((18515 + RANDOM % 2000))
 CM_DEV=
 
 finish() {
-  echo "smoke-c: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+  echo "[subtotal smoke-c] $PASSED passed / $FAILED failed / $SKIPPED skipped"
   [[ $FAILED -eq 0 ]]
   exit $?
 }
