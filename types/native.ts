@@ -72,7 +72,11 @@ export interface Native {
   /** A zero-copy ArrayBuffer over native memory; valid only while the memory lives. */
   arrayBuffer(p: NativePointer, byteLength: number): ArrayBuffer;
 
-  /** Reads a pointer stored at `p + offset`. */
+  /**
+   * Reads a pointer stored at `p + offset`. Real addresses round-trip; sentinel values
+   * beyond 2^53 (such as `(void *)-1`) do not in Bun, whose pointers are JS numbers:
+   * read those as u64 through a DataView.
+   */
   readPointer(p: NativePointer, offset: number): Pointer;
   /** Stores a pointer at `p + offset`. */
   writePointer(p: NativePointer, offset: number, value: Pointer): void;

@@ -153,8 +153,11 @@ export class Context extends Resource {
     this.assertOpen();
     const n = native();
     const L = layoutFor(n.arch);
-    const abi = n.readPointer(this.ptr, L.ibv_context.fields.abi_compat.offset);
-    if (n.address(abi) !== 0xffff_ffff_ffff_ffffn) return null;
+    // abi_compat == (void *)-1 marks a verbs_context; read it as a u64 (in Bun a pointer
+    // is a JS number, which cannot hold 2^64 - 1 exactly)
+    const abiAt = L.ibv_context.fields.abi_compat.offset;
+    const abi = new DataView(n.arrayBuffer(this.ptr, abiAt + 8)).getBigUint64(abiAt, true);
+    if (abi !== 0xffff_ffff_ffff_ffffn) return null;
     const vc = L.verbs_context;
     const start = n.offset(this.ptr, -vc.fields.context.offset);
     const view = new DataView(n.arrayBuffer(start, vc.fields.context.offset));
