@@ -70,6 +70,14 @@ export class Context extends Resource {
     setNonBlocking(this.asyncFd, "async_fd");
   }
 
+  /** `ibv_context.num_comp_vectors`: how many completion vectors `createCq` can spread CQs over. */
+  get numCompVectors(): number {
+    this.assertOpen();
+    const n = native();
+    const at = layoutFor(n.arch).ibv_context.fields.num_comp_vectors.offset;
+    return new DataView(n.arrayBuffer(this.ptr, at + 4)).getInt32(at, true);
+  }
+
   /** `ibv_query_device`: the device's limits and capabilities. */
   queryDevice(): DeviceAttr {
     return queryDevice(this);

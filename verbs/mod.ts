@@ -34,7 +34,22 @@
  */
 
 export { Context, openDevice } from "./context.ts";
-export type { DeviceAttr, DeviceAttrEx, GidEntry, PortAttr } from "./device-attr.ts";
+export type {
+  CqModerationCaps,
+  DeviceAttr,
+  DeviceAttrEx,
+  DeviceCaps,
+  GidEntry,
+  OdpCaps,
+  OdpPerTransportCaps,
+  PacketPacingCaps,
+  PciAtomicCaps,
+  PortAttr,
+  RssCaps,
+  SupportedQpts,
+  TmCaps,
+  TsoCaps,
+} from "./device-attr.ts";
 export { ProtectionDomain } from "./pd.ts";
 export { checkAccess, MemoryRegion, type RegisterOptions, type RemoteAddress } from "./mr.ts";
 export { MemoryWindow } from "./mw.ts";
