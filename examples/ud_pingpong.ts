@@ -21,15 +21,14 @@ import {
   serverExchange,
 } from "./_common/exchange.ts";
 import { gidFromText, hasInterfaceId, zeroGid } from "./_common/gid.ts";
+import { pingpongLoop } from "./_common/loop.ts";
 import {
-  completionWaiter,
   PINGPONG_PERMISSIONS,
   PINGPONG_SYNOPSIS,
   pingpongOptions,
   pingpongSettings,
   postRecvs,
   RECV_WRID,
-  resultLines,
   SEND_WRID,
 } from "./_common/pingpong.ts";
 
@@ -68,7 +67,7 @@ if (import.meta.main) {
     qp.toInit({ port: s.ibPort, qkey: QKEY });
 
     const recv = qp.prepareRecv({ wrId: RECV_WRID, sg: [{ mr, length: s.size + GRH }] });
-    let routs = postRecvs(recv, s.rxDepth);
+    const routs = postRecvs(recv, s.rxDepth);
     if (routs < s.rxDepth) {
       err(`Couldn't post receive (${routs})`);
       return 1;
@@ -103,47 +102,16 @@ if (import.meta.main) {
       flags: SendFlags.SIGNALED | inline,
       ud: { ah: ah!, remoteQpn: rem.qpn, remoteQkey: QKEY },
     });
-    let pending = RECV_WRID;
-    if (s.server) {
-      send.post();
-      pending |= SEND_WRID;
-    }
-    const wait = completionWaiter(cq, s.events, 2);
-    const start = performance.now();
-    let rcnt = 0, scnt = 0;
-    while (rcnt < s.iters || scnt < s.iters) {
-      let ne = wait();
-      if (typeof ne !== "number") ne = await ne;
-      for (let i = 0; i < ne; i++) {
-        const wc = cq.completion(i);
-        const id = wc.wrIdNumber;
-        if (wc.status !== 0) {
-          err(`Failed status ${wc.statusName} (${wc.status}) for wr_id ${id}`);
-          return 1;
-        }
-        if (id === SEND_WRID) scnt++;
-        else if (id === RECV_WRID) {
-          if (--routs <= 1) {
-            routs += postRecvs(recv, s.rxDepth - routs);
-            if (routs < s.rxDepth) {
-              err(`Couldn't post receive (${routs})`);
-              return 1;
-            }
-          }
-          rcnt++;
-        } else {
-          err(`Completion for unknown wr_id ${id}`);
-          return 1;
-        }
-        pending &= ~id;
-        if (scnt < s.iters && !pending) {
-          send.post();
-          pending = RECV_WRID | SEND_WRID;
-        }
-      }
-    }
-    const elapsed = performance.now() - start;
-    for (const line of resultLines(s.size, s.iters, elapsed)) out(line);
-    return 0;
+    return await pingpongLoop({
+      cq,
+      send,
+      recv,
+      routs,
+      rxDepth: s.rxDepth,
+      iters: s.iters,
+      size: s.size,
+      sendsFirst: Boolean(s.server),
+      events: s.events,
+    });
   });
 }

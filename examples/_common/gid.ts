@@ -6,6 +6,8 @@
  * @module
  */
 
+import { parseGid } from "../../mod.ts";
+
 /** A GID's 16 bytes, network order. */
 export type GidBytes = Uint8Array;
 
@@ -16,22 +18,7 @@ export function zeroGid(): GidBytes {
 
 /** Parses `fe80:0000:…` (eight groups) or compressed IPv6 text into 16 bytes. */
 export function gidFromText(text: string): GidBytes {
-  const halves = text.split("::");
-  if (halves.length > 2) throw new Error(`not a GID: "${text}"`);
-  const head = halves[0] ? halves[0].split(":") : [];
-  const tail = halves.length === 2 && halves[1] ? halves[1].split(":") : [];
-  const fill = halves.length === 2 ? 8 - head.length - tail.length : 0;
-  const groups = [...head, ...Array<string>(Math.max(0, fill)).fill("0"), ...tail];
-  if (groups.length !== 8 || groups.some((g) => !/^[0-9a-fA-F]{1,4}$/.test(g))) {
-    throw new Error(`not a GID: "${text}"`);
-  }
-  const out = new Uint8Array(16);
-  groups.forEach((g, i) => {
-    const v = parseInt(g, 16);
-    out[2 * i] = v >> 8;
-    out[2 * i + 1] = v & 0xff;
-  });
-  return out;
+  return parseGid(text);
 }
 
 /**

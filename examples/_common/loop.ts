@@ -1,0 +1,75 @@
+/**
+ * The ping-pong completion loop of rc_pingpong and ud_pingpong: the server sends the
+ * first message; each side re-posts a send once its last send and a receive have
+ * completed, tops up receives when they run low, and prints the result lines.
+ *
+ * @module
+ */
+
+import type { CompletionQueue, PreparedRecv, PreparedSend } from "../../mod.ts";
+import { err, out } from "./cli.ts";
+import { completionWaiter, postRecvs, RECV_WRID, resultLines, SEND_WRID } from "./pingpong.ts";
+
+/** What the loop needs from a tool that has connected its QP. */
+export interface LoopSetup {
+  cq: CompletionQueue;
+  send: PreparedSend;
+  recv: PreparedRecv;
+  /** Receives posted so far. */
+  routs: number;
+  rxDepth: number;
+  iters: number;
+  size: number;
+  /** True on the client (it was given the server's name), which sends first. */
+  sendsFirst: boolean;
+  /** `-e`: wait through the completion channel instead of busy polling. */
+  events: boolean;
+}
+
+/** Runs the loop; returns the exit code (non-zero after printing what failed). */
+export async function pingpongLoop(o: LoopSetup): Promise<number> {
+  const { cq, send, recv, rxDepth, iters } = o;
+  let routs = o.routs;
+  let pending = RECV_WRID;
+  if (o.sendsFirst) {
+    send.post();
+    pending |= SEND_WRID;
+  }
+  const wait = completionWaiter(cq, o.events, 2);
+  const start = performance.now();
+  let rcnt = 0, scnt = 0;
+  while (rcnt < iters || scnt < iters) {
+    let ne = wait();
+    if (typeof ne !== "number") ne = await ne;
+    for (let i = 0; i < ne; i++) {
+      const wc = cq.completion(i);
+      const id = wc.wrIdNumber;
+      if (wc.status !== 0) {
+        err(`Failed status ${wc.statusName} (${wc.status}) for wr_id ${id}`);
+        return 1;
+      }
+      if (id === SEND_WRID) scnt++;
+      else if (id === RECV_WRID) {
+        if (--routs <= 1) {
+          routs += postRecvs(recv, rxDepth - routs);
+          if (routs < rxDepth) {
+            err(`Couldn't post receive (${routs})`);
+            return 1;
+          }
+        }
+        rcnt++;
+      } else {
+        err(`Completion for unknown wr_id ${id}`);
+        return 1;
+      }
+      pending &= ~id;
+      if (scnt < iters && !pending) {
+        send.post();
+        pending = RECV_WRID | SEND_WRID;
+      }
+    }
+  }
+  const elapsed = performance.now() - start;
+  for (const line of resultLines(o.size, iters, elapsed)) out(line);
+  return 0;
+}
