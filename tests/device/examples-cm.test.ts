@@ -173,7 +173,10 @@ for (
     const common = ["-m", g, "-b", env.address, "-C", "10", "-S", "200"];
     const receiver = start(recv === "ours" ? ours("mckey", common) : ["mckey", ...common]);
     try {
-      await waitLine(receiver, /^mckey: joined dgid: /m);
+      // the C tool's stdout is a pipe here, so fully buffered: its "joined" line only
+      // shows at exit; give it time to join instead (the sender pauses 3 s after its join)
+      if (recv === "ours") await waitLine(receiver, /^mckey: joined dgid: /m);
+      else await new Promise((r) => setTimeout(r, 1500));
       const sArgs = [...common, "-s"];
       const sender = await run(send === "ours" ? ours("mckey", sArgs) : ["mckey", ...sArgs]);
       const r = await receiver.done;
