@@ -16,15 +16,19 @@ import {
   type Context,
   type DeviceAttrEx,
   DeviceCapFlags,
+  DeviceCapFlagsEx,
   type DeviceInfo,
   enumName,
   type GidEntry,
   GidType,
   LinkLayer,
   listDevices,
+  OdpGeneralCaps,
+  OdpTransportCap,
   openDevice,
   type PortAttr,
   PortState,
+  QpType,
   TransportType,
 } from "../mod.ts";
 import {
@@ -170,22 +174,6 @@ function big(o: object, name: string): bigint {
   return typeof v === "bigint" ? v : typeof v === "number" ? BigInt(v) : 0n;
 }
 
-/**
- * A nested member (`odp_caps.general_caps`), looked up as `odpCaps.generalCaps`, as a
- * nested object, or undefined when the library does not report it.
- */
-function nested(o: object, path: string): number | bigint | undefined {
-  const camel = path.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
-  const rec = o as Record<string, unknown>;
-  if (camel in rec) return rec[camel] as number | bigint;
-  let cur: unknown = o;
-  for (const part of camel.split(".")) {
-    if (cur === null || typeof cur !== "object" || !(part in cur)) return undefined;
-    cur = (cur as Record<string, unknown>)[part];
-  }
-  return typeof cur === "number" || typeof cur === "bigint" ? cur : undefined;
-}
-
 const CAP_FLAG_ORDER = [
   "RESIZE_MAX_WR",
   "BAD_PKEY_CNTR",
@@ -224,126 +212,118 @@ function printCapFlags(flags: number): void {
   if (unknown) out(`${T.repeat(5)}Unknown flags: 0x${hex(unknown, 0, true)}`);
 }
 
+/** A flag line: five tabs, then the text (how `ibv_devinfo` lists set bits). */
+function flagLine(text: string): void {
+  out(`${T.repeat(5)}${text}`);
+}
+
+/** `Unknown flags: 0x…` for the bits of `mask` outside `known`, if any. */
+function unknownFlags(mask: number | bigint, known: number | bigint): void {
+  const rest = BigInt.asUintN(64, BigInt(mask)) & ~BigInt(known);
+  if (rest) flagLine(`Unknown flags: 0x${hex(rest, 0, true)}`);
+}
+
 const ODP_TRANSPORT: [number, string][] = [
-  [0x1, "SUPPORT_SEND"],
-  [0x2, "SUPPORT_RECV"],
-  [0x4, "SUPPORT_WRITE"],
-  [0x8, "SUPPORT_READ"],
-  [0x10, "SUPPORT_ATOMIC"],
-  [0x20, "SUPPORT_SRQ"],
+  [OdpTransportCap.SEND, "SUPPORT_SEND"],
+  [OdpTransportCap.RECV, "SUPPORT_RECV"],
+  [OdpTransportCap.WRITE, "SUPPORT_WRITE"],
+  [OdpTransportCap.READ, "SUPPORT_READ"],
+  [OdpTransportCap.ATOMIC, "SUPPORT_ATOMIC"],
+  [OdpTransportCap.SRQ_RECV, "SUPPORT_SRQ"],
 ];
 
 function printOdpTransport(caps: number): void {
-  if (!caps) return out(`${T.repeat(5)}NO SUPPORT`);
-  for (const [bit, name] of ODP_TRANSPORT) if (caps & bit) out(`${T.repeat(5)}${name}`);
-  if (caps & ~0x3f) out(`${T.repeat(5)}Unknown flags: 0x${hex(caps & ~0x3f, 0, true)}`);
+  if (!caps) return flagLine("NO SUPPORT");
+  let known = 0;
+  for (const [bit, name] of ODP_TRANSPORT) {
+    known |= bit;
+    if (caps & bit) flagLine(name);
+  }
+  unknownFlags(caps, known);
 }
 
-function printQpts(qpts: number, indent: string): void {
-  out(`${indent}supported_qp:`);
-  if (qpts & (1 << 8)) out(`${T.repeat(5)}SUPPORT_RAW_PACKET`);
-  if (qpts & (1 << 4)) out(`${T.repeat(5)}SUPPORT_UD`);
-  const unknown = qpts & ~((1 << 8) | (1 << 4));
-  if (unknown) out(`${T.repeat(5)}Unknown flags: 0x${hex(unknown, 0, true)}`);
+function printOdp(a: DeviceAttrEx): void {
+  const g = a.odpCaps.generalCaps;
+  out(`${T}general_odp_caps:`);
+  if (g & BigInt(OdpGeneralCaps.SUPPORT)) flagLine("ODP_SUPPORT");
+  if (g & BigInt(OdpGeneralCaps.SUPPORT_IMPLICIT)) flagLine("ODP_SUPPORT_IMPLICIT");
+  unknownFlags(g, OdpGeneralCaps.SUPPORT | OdpGeneralCaps.SUPPORT_IMPLICIT);
+  const per = a.odpCaps.perTransportCaps;
+  for (const [t, caps] of [["rc", per.rcOdpCaps], ["uc", per.ucOdpCaps], ["ud", per.udOdpCaps]]) {
+    out(`${T}${t}_odp_caps:`);
+    printOdpTransport(caps as number);
+  }
+  out(`${T}xrc_odp_caps:`);
+  printOdpTransport(a.xrcOdpCaps);
 }
+
+const QPT_RAW = 1 << QpType.RAW_PACKET, QPT_UD = 1 << QpType.UD;
+
+function printQpts(qpts: number): void {
+  out(`${T}${T}supported_qp:`);
+  if (qpts & QPT_RAW) flagLine("SUPPORT_RAW_PACKET");
+  if (qpts & QPT_UD) flagLine("SUPPORT_UD");
+  unknownFlags(qpts, QPT_RAW | QPT_UD);
+}
+
+const RAW_PACKET_CAPS: [number, string][] = [
+  [0x1, "C-VLAN stripping offload"],
+  [0x2, "Scatter FCS offload"],
+  [0x4, "IP csum offload"],
+  [0x8, "Delay drop"],
+];
 
 /** The extended attributes `ibv_devinfo -v` prints after the base ones. */
 function printExtended(a: DeviceAttrEx, ctx: Context): void {
-  const general = nested(a, "odp_caps.general_caps");
-  if (general !== undefined) {
-    const g = Number(general);
-    out(`${T}general_odp_caps:`);
-    if (g & 1) out(`${T.repeat(5)}ODP_SUPPORT`);
-    if (g & 2) out(`${T.repeat(5)}ODP_SUPPORT_IMPLICIT`);
-    for (const t of ["rc", "uc", "ud"]) {
-      out(`${T}${t}_odp_caps:`);
-      printOdpTransport(Number(nested(a, `odp_caps.per_transport_caps.${t}_odp_caps`) ?? 0));
-    }
-    out(`${T}xrc_odp_caps:`);
-    printOdpTransport(n(a, "xrcOdpCaps"));
-  }
-  const tsMask = big(a, "completionTimestampMask");
-  if (tsMask) out(`${T}completion timestamp_mask:${T.repeat(3)}0x${hex(tsMask, 16)}`);
-  else out(`${T}completion_timestamp_mask not supported`);
-  const clock = big(a, "hcaCoreClock");
-  if (clock) out(`${T}hca_core_clock:${T.repeat(3)}${clock}kHZ`);
+  printOdp(a);
+  if (a.completionTimestampMask) {
+    out(`${T}completion timestamp_mask:${T.repeat(3)}0x${hex(a.completionTimestampMask, 16)}`);
+  } else out(`${T}completion_timestamp_mask not supported`);
+  if (a.hcaCoreClock) out(`${T}hca_core_clock:${T.repeat(3)}${a.hcaCoreClock}kHZ`);
   else out(`${T}core clock not supported`);
-  const raw = n(a, "rawPacketCaps");
-  if (raw) {
+  if (a.rawPacketCaps) {
     out(`${T}raw packet caps:`);
-    if (raw & 1) out(`${T.repeat(5)}C-VLAN stripping offload`);
-    if (raw & 2) out(`${T.repeat(5)}Scatter FCS offload`);
-    if (raw & 4) out(`${T.repeat(5)}IP csum offload`);
-    if (raw & 8) out(`${T.repeat(5)}Delay drop`);
+    for (const [bit, text] of RAW_PACKET_CAPS) if (a.rawPacketCaps & bit) flagLine(text);
   }
-  const capEx = big(a, "deviceCapFlagsEx");
-  out(`${T}device_cap_flags_ex:${T}${T}0x${hex(capEx, 0, true)}`);
-  const exOnly = capEx & 0xffffffff00000000n;
-  if (exOnly & (1n << 34n)) out(`${T.repeat(5)}RAW_SCATTER_FCS`);
-  if (exOnly & (1n << 36n)) out(`${T.repeat(5)}PCI_WRITE_END_PADDING`);
-  const exUnknown = exOnly & ~((1n << 34n) | (1n << 36n));
-  if (exUnknown) out(`${T.repeat(5)}Unknown flags: 0x${hex(exUnknown, 0, true)}`);
-  const maxTso = nested(a, "tso_caps.max_tso");
-  if (maxTso !== undefined) {
-    out(`${T}tso_caps:`);
-    out(`${T}${T}max_tso:${T.repeat(3)}${maxTso}`);
-    if (Number(maxTso)) printQpts(Number(nested(a, "tso_caps.supported_qpts") ?? 0), `${T}${T}`);
-  }
-  const rssTables = nested(a, "rss_caps.max_rwq_indirection_tables");
-  if (rssTables !== undefined) {
-    out(`${T}rss_caps:`);
-    out(`${T}${T}max_rwq_indirection_tables:${T.repeat(3)}${rssTables}`);
-    out(
-      `${T}${T}max_rwq_indirection_table_size:${T.repeat(3)}${
-        nested(a, "rss_caps.max_rwq_indirection_table_size") ?? 0
-      }`,
-    );
-    out(
-      `${T}${T}rx_hash_function:${T.repeat(4)}0x${
-        hex(nested(a, "rss_caps.rx_hash_function") ?? 0)
-      }`,
-    );
-    out(
-      `${T}${T}rx_hash_fields_mask:${T.repeat(4)}0x${
-        hex(nested(a, "rss_caps.rx_hash_fields_mask") ?? 0, 0, true)
-      }`,
-    );
-    const q = Number(nested(a, "rss_caps.supported_qpts") ?? 0);
-    if (q) printQpts(q, `${T}${T}`);
-  }
-  out(`${T}max_wq_type_rq:${T.repeat(3)}${n(a, "maxWqTypeRq")}`);
-  const rateMin = nested(a, "packet_pacing_caps.qp_rate_limit_min");
-  if (rateMin !== undefined) {
-    const rateMax = Number(nested(a, "packet_pacing_caps.qp_rate_limit_max") ?? 0);
-    out(`${T}packet_pacing_caps:`);
-    out(`${T}${T}qp_rate_limit_min:${T}${rateMin}kbps`);
-    out(`${T}${T}qp_rate_limit_max:${T}${rateMax}kbps`);
-    if (rateMax) {
-      printQpts(Number(nested(a, "packet_pacing_caps.supported_qpts") ?? 0), `${T}${T}`);
-    }
-  }
-  const tags = nested(a, "tm_caps.max_num_tags");
-  if (tags !== undefined) {
-    if (Number(tags)) {
-      out(`${T}max_rndv_hdr_size:${T}${T}${nested(a, "tm_caps.max_rndv_hdr_size")}`);
-      out(`${T}max_num_tags:${T.repeat(3)}${tags}`);
-      out(`${T}max_ops:${T.repeat(3)}${nested(a, "tm_caps.max_ops")}`);
-      out(`${T}max_sge:${T.repeat(3)}${nested(a, "tm_caps.max_sge")}`);
-      out(`${T}flags:`);
-      if (Number(nested(a, "tm_caps.flags") ?? 0) & 1) out(`${T.repeat(5)}IBV_TM_CAP_RC`);
-    } else out(`${T}tag matching not supported`);
-  }
-  const cqCount = Number(nested(a, "cq_mod_caps.max_cq_count") ?? 0);
-  const cqPeriod = Number(nested(a, "cq_mod_caps.max_cq_period") ?? 0);
-  if (cqCount && cqPeriod) {
+  out(`${T}device_cap_flags_ex:${T}${T}0x${hex(a.deviceCapFlagsEx, 0, true)}`);
+  const exOnly = a.deviceCapFlagsEx & 0xffffffff00000000n;
+  if (exOnly & DeviceCapFlagsEx.RAW_SCATTER_FCS) flagLine("RAW_SCATTER_FCS");
+  if (exOnly & DeviceCapFlagsEx.PCI_WRITE_END_PADDING) flagLine("PCI_WRITE_END_PADDING");
+  unknownFlags(exOnly, DeviceCapFlagsEx.RAW_SCATTER_FCS | DeviceCapFlagsEx.PCI_WRITE_END_PADDING);
+  const tso = a.tsoCaps;
+  out(`${T}tso_caps:`);
+  out(`${T}${T}max_tso:${T.repeat(3)}${tso.maxTso}`);
+  if (tso.maxTso) printQpts(tso.supportedQpts);
+  const rss = a.rssCaps;
+  out(`${T}rss_caps:`);
+  out(`${T}${T}max_rwq_indirection_tables:${T.repeat(3)}${rss.maxRwqIndirectionTables}`);
+  out(`${T}${T}max_rwq_indirection_table_size:${T.repeat(3)}${rss.maxRwqIndirectionTableSize}`);
+  out(`${T}${T}rx_hash_function:${T.repeat(4)}0x${hex(rss.rxHashFunction)}`);
+  out(`${T}${T}rx_hash_fields_mask:${T.repeat(4)}0x${hex(rss.rxHashFieldsMask, 0, true)}`);
+  if (rss.supportedQpts) printQpts(rss.supportedQpts);
+  out(`${T}max_wq_type_rq:${T.repeat(3)}${a.maxWqTypeRq}`);
+  const pacing = a.packetPacingCaps;
+  out(`${T}packet_pacing_caps:`);
+  out(`${T}${T}qp_rate_limit_min:${T}${pacing.qpRateLimitMin}kbps`);
+  out(`${T}${T}qp_rate_limit_max:${T}${pacing.qpRateLimitMax}kbps`);
+  if (pacing.qpRateLimitMax) printQpts(pacing.supportedQpts);
+  const tm = a.tmCaps;
+  if (tm.maxNumTags) {
+    out(`${T}max_rndv_hdr_size:${T}${T}${tm.maxRndvHdrSize}`);
+    out(`${T}max_num_tags:${T.repeat(3)}${tm.maxNumTags}`);
+    out(`${T}max_ops:${T.repeat(3)}${tm.maxOps}`);
+    out(`${T}max_sge:${T.repeat(3)}${tm.maxSge}`);
+    out(`${T}flags:`);
+    if (tm.flagNames.includes("IBV_TM_CAP_RC")) flagLine("IBV_TM_CAP_RC");
+  } else out(`${T}tag matching not supported`);
+  const cq = a.cqModCaps;
+  if (cq.maxCqCount && cq.maxCqPeriod) {
     out(`\n${T}cq moderation caps:`);
-    out(`${T}${T}max_cq_count:${T}${cqCount}`);
-    out(`${T}${T}max_cq_period:${T}${cqPeriod} us\n`);
+    out(`${T}${T}max_cq_count:${T}${cq.maxCqCount}`);
+    out(`${T}${T}max_cq_period:${T}${cq.maxCqPeriod} us\n`);
   }
-  const dm = big(a, "maxDmSize");
-  if (dm) out(`${T}maximum available device memory:${T}${dm}Bytes\n`);
-  const vectors = (ctx as unknown as Record<string, unknown>).numCompVectors;
-  if (typeof vectors === "number") out(`${T}num_comp_vectors:${T}${T}${vectors}`);
+  if (a.maxDmSize) out(`${T}maximum available device memory:${T}${a.maxDmSize}Bytes\n`);
+  out(`${T}num_comp_vectors:${T}${T}${ctx.numCompVectors}`);
 }
 
 function printBase(a: DeviceAttrEx): void {

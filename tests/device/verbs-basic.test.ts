@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
 import { openDevice } from "../../verbs/mod.ts";
+import { ClosedError, NativeError } from "../../types/errors.ts";
 import {
   AccessFlags,
   PortState,
@@ -41,6 +42,73 @@ deviceTest("verbs: open device, query device/port/GIDs/pkeys as typed objects", 
   const pkeys = ctx.pkeys(env.port);
   assert.equal(pkeys[0], 0xffff);
 });
+
+deviceTest("verbs: queryDeviceEx nested capability structs and numCompVectors", (env) => {
+  const ctx = openDevice(env.device);
+  const d = ctx.queryDevice();
+  const dx = ctx.queryDeviceEx();
+  // device_cap_flags_ex carries the base flags in its low 32 bits
+  assert.equal(Number(dx.deviceCapFlagsEx & 0xffffffffn), d.deviceCapFlags);
+  assert.equal(dx.physPortCnt, d.physPortCnt);
+  // every nested struct is a typed object, its names derived from its bits
+  const odp = dx.odpCaps;
+  assert.equal(typeof odp.generalCaps, "bigint");
+  assert.equal(odp.generalCapNames.length, popcount(odp.generalCaps));
+  const per = odp.perTransportCaps;
+  for (
+    const [mask, names] of [
+      [per.rcOdpCaps, per.rcOdpCapNames],
+      [per.ucOdpCaps, per.ucOdpCapNames],
+      [per.udOdpCaps, per.udOdpCapNames],
+      [dx.xrcOdpCaps, dx.xrcOdpCapNames],
+    ] as const
+  ) {
+    assert.equal(names.length, popcount(mask));
+    for (const name of names) assert.match(name, /^IBV_ODP_SUPPORT_[A-Z_]+$/);
+  }
+  for (const q of [dx.tsoCaps, dx.rssCaps, dx.packetPacingCaps]) {
+    assert.equal(q.supportedQptNames.length, popcount(q.supportedQpts));
+  }
+  assert.equal(typeof dx.rssCaps.rxHashFieldsMask, "bigint");
+  assert.equal(typeof dx.tmCaps.maxNumTags, "number");
+  assert.equal(typeof dx.cqModCaps.maxCqCount, "number");
+  assert.equal(typeof dx.pciAtomicCaps.fetchAdd, "number");
+  if (env.device.startsWith("rxe")) {
+    // soft-RoCE: no ODP, TSO, RSS, packet pacing, tag matching, CQ moderation, PCI atomics
+    assert.deepEqual(odp.generalCapNames, []);
+    assert.deepEqual(per.rcOdpCapNames, []);
+    assert.deepEqual(
+      [
+        dx.tsoCaps.maxTso,
+        dx.rssCaps.maxRwqIndirectionTables,
+        dx.packetPacingCaps.qpRateLimitMax,
+        dx.tmCaps.maxNumTags,
+        dx.cqModCaps.maxCqCount,
+        dx.pciAtomicCaps.fetchAdd,
+        dx.rawPacketCaps,
+      ],
+      [0, 0, 0, 0, 0, 0, 0],
+    );
+    assert.deepEqual(dx.deviceCapFlagsExNames, d.deviceCapFlagNames);
+  }
+  // num_comp_vectors: every vector below it takes a CQ; the next one is refused
+  const vectors = ctx.numCompVectors;
+  assert.ok(Number.isInteger(vectors) && vectors >= 1, `numCompVectors ${vectors}`);
+  const cq = ctx.createCq({ cqe: 4, compVector: vectors - 1 });
+  assert.equal(cq.poll(), 0);
+  assert.throws(
+    () => ctx.createCq({ cqe: 4, compVector: vectors }),
+    (e: unknown) => e instanceof NativeError && e.code === "EINVAL",
+  );
+  ctx.close();
+  assert.throws(() => ctx.numCompVectors, ClosedError);
+});
+
+function popcount(v: number | bigint): number {
+  let n = 0;
+  for (let b = BigInt(v); b; b &= b - 1n) n++;
+  return n;
+}
 
 deviceTest("verbs: MR access is least privilege; owned buffer is zero-copy", (env) => {
   using f = fixture(env);
