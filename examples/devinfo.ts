@@ -30,6 +30,7 @@ import {
   PortState,
   QpType,
   TransportType,
+  transportTypeStr,
 } from "../mod.ts";
 import {
   countOption,
@@ -80,21 +81,6 @@ function hex(v: number | bigint, width = 0, upper = false): string {
 
 function guidText(hex16: string): string {
   return hex16.match(/.{4}/g)!.join(":");
-}
-
-function transportText(t: number): string {
-  switch (t) {
-    case TransportType.IB:
-      return "InfiniBand";
-    case TransportType.IWARP:
-      return "iWARP";
-    case TransportType.USNIC:
-      return "usNIC";
-    case TransportType.USNIC_UDP:
-      return "usNIC UDP";
-    default:
-      return "invalid transport";
-  }
 }
 
 function portStateText(s: number): string {
@@ -428,7 +414,7 @@ function printDevice(dev: DeviceInfo, onlyPort: number, verbose: boolean): numbe
     return 4;
   }
   out(`hca_id:${T}${dev.name}`);
-  out(`${T}transport:${T.repeat(3)}${transportText(dev.transportType)} (${dev.transportType})`);
+  out(`${T}transport:${T.repeat(3)}${transportTypeStr(dev.transportType)} (${dev.transportType})`);
   if (a.fwVer) out(`${T}fw_ver:${T.repeat(4)}${a.fwVer}`);
   out(`${T}node_guid:${T.repeat(3)}${guidText(a.nodeGuidHex)}`);
   out(`${T}sys_image_guid:${T.repeat(3)}${guidText(beHex(big(a, "sysImageGuid")))}`);

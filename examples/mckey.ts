@@ -24,8 +24,10 @@ import {
   type CmId,
   type CompletionChannel,
   type CompletionQueue,
+  Errno,
   type MemoryRegion,
   parseGid,
+  PortSpace,
   type ProtectionDomain,
   QpType,
   type QueuePair,
@@ -40,9 +42,6 @@ import { intOption, out, runTool, stringOption, type ToolSpec, UsageError } from
 
 /** Bytes of a UD receive that hold the global route header. */
 const GRH = 40;
-const RDMA_PS_UDP = 0x111;
-const RDMA_PS_IPOIB = 0x2;
-const EINVAL = 22;
 /** The C tool's pause after joining, for the fabric to set up the group. */
 const JOIN_PAUSE_MS = 3000;
 
@@ -200,7 +199,7 @@ async function join(node: Node, s: Settings): Promise<void> {
   const mtu = id.context.queryPort(id.portNum).activeMtuBytes;
   if (s.count && s.size > mtu) {
     out(`mckey: message_size ${s.size} is larger than active mtu ${mtu}`);
-    throw new Status(-EINVAL);
+    throw new Status(-Errno.EINVAL);
   }
   node.init(s);
   if (!s.sender) node.postRecvs(s);
@@ -264,9 +263,9 @@ async function run(s: Settings, nodes: Node[]): Promise<number> {
 
 function portSpaceOf(values: Record<string, unknown>): "UDP" | "IPOIB" {
   if (values["port-space"] === undefined) return "UDP";
-  const v = intOption(values as never, "port-space", RDMA_PS_UDP);
-  if (v === RDMA_PS_UDP) return "UDP";
-  if (v === RDMA_PS_IPOIB) return "IPOIB";
+  const v = intOption(values as never, "port-space", PortSpace.UDP);
+  if (v === PortSpace.UDP) return "UDP";
+  if (v === PortSpace.IPOIB) return "IPOIB";
   throw new UsageError(`-p: unknown port space ${String(values["port-space"])} (0x111, 0x2)`);
 }
 

@@ -25,8 +25,10 @@ import {
   type CmId,
   type CompletionChannel,
   type CompletionQueue,
+  Errno,
   listen,
   type MemoryRegion,
+  PortSpace,
   type ProtectionDomain,
   QpType,
   type QueuePair,
@@ -41,9 +43,6 @@ import { intOption, out, runTool, stringOption, type ToolSpec, UsageError } from
 /** Bytes of a UD receive that hold the global route header. */
 const GRH = 40;
 const PORT = 7174;
-const RDMA_PS_UDP = 0x111;
-const RDMA_PS_IPOIB = 0x2;
-const EINVAL = 22;
 
 const SPEC: ToolSpec = {
   name: "udaddy",
@@ -244,7 +243,7 @@ async function connectOne(id: CmId, s: Settings, nodes: Node[]): Promise<CmEvent
   });
   if (s.tos !== undefined) id.setTos(s.tos);
   await id.resolveRoute({ timeoutMs: 2000 });
-  if (!fitsMtu(id, s)) throw new Status(-EINVAL);
+  if (!fitsMtu(id, s)) throw new Status(-Errno.EINVAL);
   const node = new Node(id, s);
   nodes.push(node);
   node.postRecvs(s);
@@ -289,9 +288,9 @@ function portSpaceOf(values: Record<string, unknown>): "UDP" | "IPOIB" {
   let ps: "UDP" | "IPOIB" = "UDP";
   const numeric = values["port-space"];
   if (numeric !== undefined) {
-    const v = intOption(values as never, "port-space", RDMA_PS_UDP);
-    if (v === RDMA_PS_UDP) ps = "UDP";
-    else if (v === RDMA_PS_IPOIB) ps = "IPOIB";
+    const v = intOption(values as never, "port-space", PortSpace.UDP);
+    if (v === PortSpace.UDP) ps = "UDP";
+    else if (v === PortSpace.IPOIB) ps = "IPOIB";
     else throw new UsageError(`-p: unknown port space ${String(numeric)} (0x111 UDP, 0x2 IPOIB)`);
   }
   const name = values["port-space-name"];
