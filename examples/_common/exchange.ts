@@ -135,9 +135,14 @@ class Wire {
     });
   }
 
+  /**
+   * Ends the connection gracefully: `end()` sends what is still queued, then FIN. (Destroying
+   * right after could drop the final `done`, which a C server blocks on.) Unref'd, so a
+   * closing socket does not keep the process alive.
+   */
   close(): void {
     this.#socket.end();
-    this.#socket.destroy();
+    this.#socket.unref();
   }
 }
 
