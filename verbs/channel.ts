@@ -29,6 +29,7 @@ export class CompletionChannel extends Resource {
   /** How many events of a CQ are acked at once (`ibv_ack_cq_events` takes a mutex). */
   ackBatch = 16;
   readonly #box: NativeBlock;
+  readonly #contextOut: NativePointer;
 
   /** Creates a channel; prefer `context.createCompChannel()`. */
   constructor(context: Context) {
@@ -42,7 +43,10 @@ export class CompletionChannel extends Resource {
     const f = layoutFor(n.arch).ibv_comp_channel.fields.fd.offset;
     this.fd = new DataView(n.arrayBuffer(ch, f + 4)).getInt32(f, true);
     setNonBlocking(this.fd, "completion channel");
+    // out-parameters of ibv_get_cq_event (cq at 0, cq_context at 8), built once: reading an
+    // event allocates nothing
     this.#box = new NativeBlock(16, 8);
+    this.#contextOut = this.#box.at(8);
   }
 
   /**
@@ -52,12 +56,12 @@ export class CompletionChannel extends Resource {
   getEvent(): CompletionQueue | null {
     this.assertOpen();
     const n = native();
-    if (n.ibverbs.ibv_get_cq_event(this.ptr, this.#box.ptr, this.#box.at(8)) !== 0) {
+    if (n.ibverbs.ibv_get_cq_event(this.ptr, this.#box.ptr, this.#contextOut) !== 0) {
       const errno = n.errno();
       if (errno === Errno.EAGAIN) return null;
       throw nativeError("ibv_get_cq_event", errno);
     }
-    const cq = this.context.objects.get(n.address(n.readPointer(this.#box.ptr, 0)));
+    const cq = this.context.objects.get(this.#box.view.getBigUint64(0, true));
     if (!(cq instanceof CompletionQueue)) {
       throw nativeError("ibv_get_cq_event", Errno.EINVAL, "event for an unknown CQ");
     }
