@@ -1,0 +1,733 @@
+/**
+ * The rsocket stream state machine in pure TypeScript: rings, credits, the target SGL and the
+ * control-message reserve, driven by a transport that posts the work requests it asks for and
+ * feeds back the completions. No FFI, no I/O, no allocation per operation: the connection layer
+ * drives it over verbs, the tests drive two of them over an in-memory transport.
+ *
+ * How the bookkeeping works (the same rules as librdmacm's rsocket, so both ends agree):
+ *
+ * - Sending needs four things: a free send WR (the send queue less {@link RS_QP_CTRL_SIZE} WRs
+ *   reserved for control messages; two per chunk on iWARP), at least {@link RS_SNDLOWAT} bytes
+ *   free in the send ring, a credit (`sseqNo !== sseqComp`, 16-bit sequence numbers), and a
+ *   non-empty entry in the target SGL (the part of the peer's receive ring it advertised). A
+ *   chunk is at most {@link RS_MAX_TRANSFER} bytes and never crosses the end of the advertised
+ *   entry; it is copied into the send ring (or sent inline when small) and written with RDMA
+ *   WRITE WITH IMMEDIATE `DATA | length`.
+ * - Receiving: each data message is queued (length only); reads copy out of the receive ring in
+ *   order. Consuming a whole message advances `rseqNo`. Credits are granted by an SGL message
+ *   carrying `rseqNo + rqSize` (absolute, truncated to 16 bits by the receiver) when half the
+ *   queue was consumed since the last grant, and whenever half the ring is free again that half
+ *   is advertised by RDMA-writing an SGE into the peer's target SGL (entries used round robin).
+ * - Control messages (credit updates, shutdown, disconnect) use the reserved WRs: at most
+ *   {@link RS_QP_CTRL_SIZE} in flight (`ctrlSeqno`/`ctrlMaxSeqno`). They consume the peer's
+ *   receives without credits; RC's RNR retry (infinite) covers a momentarily empty receive queue.
+ *
+ * @module
+ */
+
+import {
+  getAddr,
+  RS_CONN_FLAG_NET,
+  RS_MAX_TRANSFER,
+  RS_MSG_SIZE,
+  RS_QP_CTRL_SIZE,
+  RS_SGE_SIZE,
+  RS_SGL_SIZE,
+  RS_SNDLOWAT,
+  RS_VERSION,
+  RsCtrl,
+  rsMsg,
+  rsMsgData,
+  rsMsgOp,
+  RsOp,
+  setAddr,
+  writeSge,
+} from "./protocol.ts";
+import type { ConnData } from "./protocol.ts";
+import { ProtocolError } from "./errors.ts";
+import { InvalidArgumentError } from "../types/errors.ts";
+
+/** State bits of a stream (the same meaning as rsocket's). */
+export const StreamState = Object.freeze(
+  {
+    /** Connected (cleared by a disconnect, a reset or an error). */
+    CONNECTED: 0x100,
+    /** This side may still send data. */
+    WRITABLE: 0x200,
+    /** The peer may still send data (cleared by its shutdown). */
+    READABLE: 0x400,
+    /** Fully disconnected by a DISCONNECT control message (sent and completed, or received). */
+    DISCONNECTED: 0x1000,
+    /** A work request failed or the connection was reset. */
+    ERROR: 0x2000,
+  } as const,
+);
+
+/** The sizes and mode of one stream. */
+export interface EngineConfig {
+  /** Send ring bytes (at least 2 × {@link RS_SNDLOWAT}). */
+  readonly sendBufferSize: number;
+  /** Receive ring bytes (even; each half is advertised as one target SGE). */
+  readonly receiveBufferSize: number;
+  /** Send queue depth granted (at least {@link RS_QP_CTRL_SIZE} + 2). */
+  readonly sendQueueDepth: number;
+  /** Receive queue depth posted; also the initial credits given to the peer. */
+  readonly receiveQueueDepth: number;
+  /** Inline bytes the QP granted (chunks up to this size go inline). */
+  readonly inlineSize: number;
+  /** iWARP: data by RDMA WRITE, messages by 4-byte inline SEND. */
+  readonly messageSend: boolean;
+  /** Declare this side big-endian (tests exercise the peer-order path with it). Default false. */
+  readonly bigEndian?: boolean;
+}
+
+/**
+ * The registered memory a stream uses. `send` holds the send ring, then
+ * {@link RS_QP_CTRL_SIZE} slots for SGL updates, then one message slot ({@link sendMemorySize});
+ * `recv` holds the receive ring, then one 4-byte message slot per receive on iWARP
+ * ({@link receiveMemorySize}); `target` holds the target SGL the peer writes into.
+ */
+export interface EngineMemory {
+  /** Send memory (local access only). */
+  readonly send: Uint8Array;
+  /** Receive memory (the peer RDMA-writes into its ring). */
+  readonly recv: Uint8Array;
+  /** Address of `recv` as the peer must use it. */
+  readonly recvAddr: number;
+  /** rkey of `recv`. */
+  readonly recvKey: number;
+  /** Target SGL memory ({@link TARGET_MEMORY_SIZE} bytes; the peer RDMA-writes into it). */
+  readonly target: Uint8Array;
+  /** Address of `target`. */
+  readonly targetAddr: number;
+  /** rkey of `target`. */
+  readonly targetKey: number;
+}
+
+/** Bytes of target SGL memory a stream needs. */
+export const TARGET_MEMORY_SIZE = RS_SGL_SIZE * RS_SGE_SIZE;
+
+/** Bytes of send memory a stream with `config` needs. */
+export function sendMemorySize(config: EngineConfig): number {
+  return config.sendBufferSize + RS_QP_CTRL_SIZE * RS_SGE_SIZE + 8;
+}
+
+/** Bytes of receive memory a stream with `config` needs. */
+export function receiveMemorySize(config: EngineConfig): number {
+  return config.receiveBufferSize +
+    (config.messageSend ? config.receiveQueueDepth * RS_MSG_SIZE : 0);
+}
+
+/**
+ * What the engine asks of the transport. Offsets are into {@link EngineMemory.send} (sends) or
+ * {@link EngineMemory.recv} (receives). Every send is signaled; its completion goes back through
+ * {@link StreamEngine.completeSend} with the same `wrId`, in posting order.
+ */
+export interface StreamTransport {
+  /**
+   * Posts an RDMA WRITE of `[off1, off1 + len1)` and `[off2, off2 + len2)` of the send memory
+   * (`len1` 0: no data; `len2` 0: one SGE) to `remoteAddr`/`rkey`, inline when `inline`. With
+   * `imm >= 0` it is an RDMA WRITE WITH IMMEDIATE carrying `imm` (host order; the wire carries
+   * it big-endian).
+   */
+  write(
+    wrId: number,
+    off1: number,
+    len1: number,
+    off2: number,
+    len2: number,
+    inline: boolean,
+    remoteAddr: number,
+    rkey: number,
+    imm: number,
+  ): void;
+  /** Posts an inline SEND of `len` bytes at `off` of the send memory (iWARP messages). */
+  send(wrId: number, off: number, len: number): void;
+  /**
+   * Posts a receive. On iWARP `off` is the 4-byte message slot in the receive memory; otherwise
+   * it is -1 and the receive has no SGE (it only takes the immediate data).
+   */
+  recv(wrId: number, off: number): void;
+}
+
+/** wr_id bit marking the SEND half of an iWARP data or SGL message. */
+const WR_MSG_SEND = 2 ** 32;
+/** wr_id bit marking a receive. */
+const WR_RECV = 2 ** 33;
+
+/** The first wr_id value that marks a receive (`wrId >= RECV_WR_ID` is a receive). */
+export const RECV_WR_ID = WR_RECV;
+
+const { CONNECTED, WRITABLE, READABLE, DISCONNECTED, ERROR } = StreamState;
+
+/**
+ * One side of an rsocket stream: call {@link StreamEngine.postInitialReceives} before connecting,
+ * {@link StreamEngine.establish} with the peer's connection data once connected, then
+ * {@link StreamEngine.write}/{@link StreamEngine.read} and feed every completion back.
+ */
+export class StreamEngine {
+  /** Send ring bytes. */
+  readonly sendBufferSize: number;
+  /** Receive ring bytes. */
+  readonly receiveBufferSize: number;
+  /** Send queue depth. */
+  readonly sendQueueDepth: number;
+  /** Receive queue depth. */
+  readonly receiveQueueDepth: number;
+  /** Inline bytes. */
+  readonly inlineSize: number;
+  /** iWARP message-send mode. */
+  readonly messageSend: boolean;
+
+  readonly #t: StreamTransport;
+  readonly #send: Uint8Array;
+  readonly #sendView: DataView;
+  readonly #recv: Uint8Array;
+  readonly #recvView: DataView;
+  readonly #targetView: DataView;
+  readonly #recvAddr: number;
+  readonly #recvKey: number;
+  readonly #targetAddr: number;
+  readonly #targetKey: number;
+  readonly #ownLittle: boolean;
+  #peerLittle = true;
+  readonly #ctrlOff: number;
+  readonly #msgOff: number;
+  readonly #wrsPerChunk: number;
+
+  #state = 0;
+  #errorStatus = 0;
+  // send side
+  #sseqNo = 0;
+  #sseqComp = 0;
+  #sqeAvail: number;
+  #ctrlSeqno = 0;
+  #ctrlMaxSeqno = RS_QP_CTRL_SIZE;
+  #sbufAvail: number;
+  #cursor = 0;
+  #targetSge = 0;
+  // receive side
+  #rseqNo = 0;
+  #rseqComp: number;
+  #rbufAvail: number;
+  #rbufFreeOffset: number;
+  #rbufOffset = 0;
+  readonly #rmsg: Uint32Array;
+  #rmsgHead = 0;
+  #rmsgTail = 0;
+  #recvSlot = 0;
+  #toRepost = 0;
+  // the peer's target SGL
+  #remoteSglAddr = 0;
+  #remoteSglKey = 0;
+  #remoteSglLength = 0;
+  #remoteSge = 0;
+
+  /** Creates the engine over registered memory and a transport. */
+  constructor(config: EngineConfig, memory: EngineMemory, transport: StreamTransport) {
+    const c = config;
+    if (!Number.isInteger(c.sendBufferSize) || c.sendBufferSize < 2 * RS_SNDLOWAT) {
+      throw new InvalidArgumentError(`sendBufferSize must be an integer >= ${2 * RS_SNDLOWAT}`);
+    }
+    if (
+      !Number.isInteger(c.receiveBufferSize) || c.receiveBufferSize < 2 ||
+      c.receiveBufferSize % 2 !== 0 || c.receiveBufferSize > 0x3ffffffe
+    ) {
+      throw new InvalidArgumentError("receiveBufferSize must be an even integer >= 2");
+    }
+    if (!Number.isInteger(c.sendQueueDepth) || c.sendQueueDepth < RS_QP_CTRL_SIZE + 2) {
+      throw new InvalidArgumentError(`sendQueueDepth must be an integer >= ${RS_QP_CTRL_SIZE + 2}`);
+    }
+    if (!Number.isInteger(c.receiveQueueDepth) || c.receiveQueueDepth < 2) {
+      throw new InvalidArgumentError("receiveQueueDepth must be an integer >= 2");
+    }
+    if (c.messageSend && c.inlineSize < RS_MSG_SIZE) {
+      throw new InvalidArgumentError(`iWARP messages need at least ${RS_MSG_SIZE} inline bytes`);
+    }
+    if (memory.send.length < sendMemorySize(c)) {
+      throw new InvalidArgumentError("send memory too small");
+    }
+    if (memory.recv.length < receiveMemorySize(c)) {
+      throw new InvalidArgumentError("receive memory too small");
+    }
+    if (memory.target.length < TARGET_MEMORY_SIZE) {
+      throw new InvalidArgumentError("target memory too small");
+    }
+    this.sendBufferSize = c.sendBufferSize;
+    this.receiveBufferSize = c.receiveBufferSize;
+    this.sendQueueDepth = c.sendQueueDepth;
+    this.receiveQueueDepth = c.receiveQueueDepth;
+    this.inlineSize = c.inlineSize;
+    this.messageSend = c.messageSend;
+    this.#t = transport;
+    this.#send = memory.send;
+    this.#sendView = new DataView(memory.send.buffer, memory.send.byteOffset, memory.send.length);
+    this.#recv = memory.recv;
+    this.#recvView = new DataView(memory.recv.buffer, memory.recv.byteOffset, memory.recv.length);
+    this.#targetView = new DataView(
+      memory.target.buffer,
+      memory.target.byteOffset,
+      TARGET_MEMORY_SIZE,
+    );
+    this.#recvAddr = memory.recvAddr;
+    this.#recvKey = memory.recvKey;
+    this.#targetAddr = memory.targetAddr;
+    this.#targetKey = memory.targetKey;
+    this.#ownLittle = !c.bigEndian;
+    this.#ctrlOff = c.sendBufferSize;
+    this.#msgOff = c.sendBufferSize + RS_QP_CTRL_SIZE * RS_SGE_SIZE;
+    this.#wrsPerChunk = c.messageSend ? 2 : 1;
+    this.#sqeAvail = c.sendQueueDepth - RS_QP_CTRL_SIZE;
+    this.#sbufAvail = c.sendBufferSize;
+    const half = c.receiveBufferSize >>> 1;
+    this.#rbufAvail = half;
+    this.#rbufFreeOffset = half;
+    this.#rseqComp = c.receiveQueueDepth >>> 1;
+    this.#rmsg = new Uint32Array(c.receiveQueueDepth + 1);
+    new Uint8Array(memory.target.buffer, memory.target.byteOffset, TARGET_MEMORY_SIZE).fill(0);
+  }
+
+  /** This side's connection data for connect/accept. */
+  localConnData(): ConnData {
+    return {
+      version: RS_VERSION,
+      flags: this.#ownLittle ? 0 : RS_CONN_FLAG_NET,
+      credits: this.receiveQueueDepth,
+      iomapSize: 0,
+      targetSgl: { addr: this.#targetAddr, key: this.#targetKey, length: RS_SGL_SIZE },
+      dataBuf: { addr: this.#recvAddr, key: this.#recvKey, length: this.receiveBufferSize >>> 1 },
+    };
+  }
+
+  /** Posts the whole receive queue; call once, before connect or accept. */
+  postInitialReceives(): void {
+    for (let i = 0; i < this.receiveQueueDepth; i++) this.#postRecv();
+  }
+
+  /** Starts the stream with the peer's connection data (after ESTABLISHED, or when accepting). */
+  establish(peer: ConnData): void {
+    if (this.#state !== 0) throw new ProtocolError("the stream is already established");
+    if (peer.version !== RS_VERSION) {
+      throw new ProtocolError(`rsocket version ${peer.version} is not supported`);
+    }
+    if (peer.targetSgl.length < 1) throw new ProtocolError("the peer's target SGL has no entries");
+    if (peer.dataBuf.length < 1) throw new ProtocolError("the peer's first data buffer is empty");
+    this.#remoteSglAddr = peer.targetSgl.addr;
+    this.#remoteSglKey = peer.targetSgl.key;
+    this.#remoteSglLength = peer.targetSgl.length;
+    this.#remoteSge = 1 % peer.targetSgl.length;
+    this.#peerLittle = (peer.flags & RS_CONN_FLAG_NET) === 0;
+    writeSge(
+      this.#targetView,
+      0,
+      peer.dataBuf.addr,
+      peer.dataBuf.key,
+      peer.dataBuf.length,
+      this.#ownLittle,
+    );
+    this.#sseqComp = peer.credits & 0xffff;
+    this.#state = CONNECTED | READABLE | WRITABLE;
+  }
+
+  // ---- state ----
+
+  /** The {@link StreamState} bits. */
+  get state(): number {
+    return this.#state;
+  }
+  /** True while connected. */
+  get connected(): boolean {
+    return (this.#state & CONNECTED) !== 0;
+  }
+  /** True while this side may send. */
+  get writable(): boolean {
+    return (this.#state & WRITABLE) !== 0;
+  }
+  /** True while the peer may send. */
+  get readable(): boolean {
+    return (this.#state & READABLE) !== 0;
+  }
+  /** True after a DISCONNECT control message was received or sent. */
+  get disconnected(): boolean {
+    return (this.#state & DISCONNECTED) !== 0;
+  }
+  /** True after a failed work request or {@link StreamEngine.reset}. */
+  get failed(): boolean {
+    return (this.#state & ERROR) !== 0;
+  }
+  /** The status of the work completion that failed the stream (0 if none). */
+  get errorStatus(): number {
+    return this.#errorStatus;
+  }
+  /** True when received data is waiting to be read. */
+  get hasData(): boolean {
+    return this.#rmsgHead !== this.#rmsgTail;
+  }
+  /** Bytes waiting to be read. */
+  get bufferedBytes(): number {
+    let n = 0;
+    const size = this.#rmsg.length;
+    for (let i = this.#rmsgHead; i !== this.#rmsgTail; i = i + 1 === size ? 0 : i + 1) {
+      n += this.#rmsg[i];
+    }
+    return n;
+  }
+  /** Credits left to send data messages (the peer's grant less what was sent). */
+  get sendCredits(): number {
+    return (this.#sseqComp - this.#sseqNo) & 0xffff;
+  }
+  /** Free bytes of the send ring (less what is in flight). */
+  get sendBufferFree(): number {
+    return this.#sbufAvail;
+  }
+  /** Send WRs free for data. */
+  get sendWrsFree(): number {
+    return this.#sqeAvail;
+  }
+  /** Control messages in flight. */
+  get controlInFlight(): number {
+    return this.#ctrlSeqno - (this.#ctrlMaxSeqno - RS_QP_CTRL_SIZE);
+  }
+  /** Bytes left in the target SGE data goes to next. */
+  get targetSpace(): number {
+    return this.#targetView.getUint32(this.#targetSge * RS_SGE_SIZE + 12, this.#ownLittle);
+  }
+
+  /** True when a data chunk can be sent now. */
+  canSend(): boolean {
+    return this.#sqeAvail >= this.#wrsPerChunk && this.#sbufAvail >= RS_SNDLOWAT &&
+      this.#sseqNo !== this.#sseqComp &&
+      this.#targetView.getUint32(this.#targetSge * RS_SGE_SIZE + 12, this.#ownLittle) !== 0;
+  }
+
+  /** True when every posted send has completed (or the stream is no longer connected). */
+  allSendsDone(): boolean {
+    return (this.#ctrlMaxSeqno - this.#ctrlSeqno) + this.#sqeAvail === this.sendQueueDepth ||
+      (this.#state & CONNECTED) === 0;
+  }
+
+  /** True when a control message can be posted now. */
+  controlAvailable(): boolean {
+    return this.#ctrlSeqno !== this.#ctrlMaxSeqno;
+  }
+
+  // ---- data ----
+
+  /**
+   * Sends as much of `src[off, off + len)` as credits, ring space and WRs allow now; returns the
+   * bytes taken (0 when it must wait for completions), or -1 when this side may no longer send.
+   */
+  write(src: Uint8Array, off: number, len: number): number {
+    if ((this.#state & WRITABLE) === 0) return -1;
+    let done = 0;
+    while (done < len && this.canSend()) {
+      let xfer = len - done;
+      if (xfer > RS_MAX_TRANSFER) xfer = RS_MAX_TRANSFER;
+      if (xfer > this.#sbufAvail) xfer = this.#sbufAvail;
+      const space = this.targetSpace;
+      if (xfer > space) xfer = space;
+      this.#writeChunk(src, off + done, xfer);
+      done += xfer;
+    }
+    return done;
+  }
+
+  #writeChunk(src: Uint8Array, from: number, xfer: number): void {
+    this.#sseqNo = (this.#sseqNo + 1) & 0xffff;
+    this.#sqeAvail -= this.#wrsPerChunk;
+    this.#sbufAvail -= xfer;
+    // update the target SGE before posting: the peer may rewrite a used-up entry afterwards
+    const at = this.#targetSge * RS_SGE_SIZE;
+    const tv = this.#targetView;
+    const little = this.#ownLittle;
+    const addr = getAddr(tv, at, little);
+    const rkey = tv.getUint32(at + 8, little);
+    const left = tv.getUint32(at + 12, little) - xfer;
+    setAddr(tv, at, addr + xfer, little);
+    tv.setUint32(at + 12, left, little);
+    if (left === 0) this.#targetSge = (this.#targetSge + 1) % RS_SGL_SIZE;
+    // copy into the send ring (an inline chunk is copied by the post, so its bytes stay free)
+    const size = this.sendBufferSize;
+    const cur = this.#cursor;
+    const first = size - cur;
+    const msg = rsMsg(RsOp.DATA, xfer);
+    const inline = xfer <= this.inlineSize;
+    if (xfer <= first) {
+      this.#send.set(src.subarray(from, from + xfer), cur);
+      if (!inline) this.#cursor = cur + xfer === size ? 0 : cur + xfer;
+      this.#postWriteMsg(msg, cur, xfer, 0, 0, inline, addr, rkey);
+    } else {
+      const second = xfer - first;
+      this.#send.set(src.subarray(from, from + first), cur);
+      this.#send.set(src.subarray(from + first, from + xfer), 0);
+      if (!inline) this.#cursor = second;
+      this.#postWriteMsg(msg, cur, first, 0, second, inline, addr, rkey);
+    }
+  }
+
+  /**
+   * Copies up to `len` received bytes into `dst[off..]`; returns the count, 0 when nothing is
+   * buffered yet, or -1 at the end of the stream (the peer shut down or disconnected and every
+   * byte was read).
+   */
+  read(dst: Uint8Array, off: number, len: number): number {
+    if (this.#rmsgHead === this.#rmsgTail) return (this.#state & READABLE) === 0 ? -1 : 0;
+    const size = this.receiveBufferSize;
+    const slots = this.#rmsg.length;
+    let copied = 0;
+    while (copied < len && this.#rmsgHead !== this.#rmsgTail) {
+      const pending = this.#rmsg[this.#rmsgHead];
+      let rsize: number;
+      if (len - copied < pending) {
+        rsize = len - copied;
+        this.#rmsg[this.#rmsgHead] = pending - rsize;
+      } else {
+        rsize = pending;
+        this.#rseqNo = (this.#rseqNo + 1) & 0xffff;
+        this.#rmsgHead = this.#rmsgHead + 1 === slots ? 0 : this.#rmsgHead + 1;
+      }
+      let ro = this.#rbufOffset;
+      let n = rsize;
+      let to = off + copied;
+      if (ro === size) ro = 0;
+      if (n > size - ro) {
+        const end = size - ro;
+        dst.set(this.#recv.subarray(ro, size), to);
+        to += end;
+        n -= end;
+        ro = 0;
+      }
+      dst.set(this.#recv.subarray(ro, ro + n), to);
+      this.#rbufOffset = ro + n;
+      this.#rbufAvail += rsize;
+      copied += rsize;
+    }
+    return copied;
+  }
+
+  // ---- credits and control ----
+
+  #giveCredits(): boolean {
+    if ((this.#state & CONNECTED) === 0) return false;
+    const ctrl = this.messageSend
+      ? this.#ctrlSeqno + 1 - this.#ctrlMaxSeqno < 0
+      : this.#ctrlSeqno !== this.#ctrlMaxSeqno;
+    if (!ctrl) return false;
+    return this.#rbufAvail >= (this.receiveBufferSize >>> 1) ||
+      (((this.#rseqNo - this.#rseqComp) << 16) >> 16) >= 0;
+  }
+
+  /**
+   * Grants credits and advertises free receive ring when rsocket's thresholds are crossed (half
+   * the queue consumed since the last grant, or half the ring free). Cheap when there is nothing
+   * to do; the connection layer calls it after reads and after each batch of completions.
+   */
+  updateCredits(): void {
+    if (!this.#giveCredits()) return;
+    this.#ctrlSeqno++;
+    const rq = this.receiveQueueDepth;
+    this.#rseqComp = (this.#rseqNo + (rq >>> 1)) & 0xffff;
+    const msg = rsMsg(RsOp.SGL, this.#rseqNo + rq);
+    const half = this.receiveBufferSize >>> 1;
+    if (this.#rbufAvail >= half) {
+      if (this.messageSend) this.#ctrlSeqno++;
+      const slot = this.#ctrlOff + RS_SGE_SIZE * (this.#ctrlSeqno & (RS_QP_CTRL_SIZE - 1));
+      writeSge(
+        this.#sendView,
+        slot,
+        this.#recvAddr + this.#rbufFreeOffset,
+        this.#recvKey,
+        half,
+        this.#peerLittle,
+      );
+      this.#postWriteMsg(
+        msg,
+        slot,
+        RS_SGE_SIZE,
+        0,
+        0,
+        this.inlineSize >= RS_SGE_SIZE,
+        this.#remoteSglAddr + this.#remoteSge * RS_SGE_SIZE,
+        this.#remoteSglKey,
+      );
+      this.#rbufAvail -= half;
+      this.#rbufFreeOffset += half;
+      if (this.#rbufFreeOffset >= this.receiveBufferSize) this.#rbufFreeOffset = 0;
+      this.#remoteSge = (this.#remoteSge + 1) % this.#remoteSglLength;
+    } else {
+      this.#postMsg(msg);
+    }
+  }
+
+  /**
+   * Starts a shutdown like `rshutdown`: `"write"` stops this side's sending (SHUTDOWN, or
+   * DISCONNECT when the peer already stopped), `"both"` ends the stream (DISCONNECT). Returns
+   * the control message to post with {@link StreamEngine.postControl}, or -1 when the stream is
+   * not connected (nothing to tell the peer).
+   */
+  shutdown(how: "write" | "both"): number {
+    if ((this.#state & CONNECTED) === 0) return -1;
+    if (how === "both") {
+      this.#state &= ~(READABLE | WRITABLE);
+      return RsCtrl.DISCONNECT;
+    }
+    this.#state &= ~WRITABLE;
+    return (this.#state & READABLE) !== 0 ? RsCtrl.SHUTDOWN : RsCtrl.DISCONNECT;
+  }
+
+  /**
+   * Posts a control message when a control slot is free; returns false when it must wait for
+   * a completion first (or the stream is not connected).
+   */
+  postControl(ctrl: number): boolean {
+    if ((this.#state & CONNECTED) === 0 || !this.controlAvailable()) return false;
+    this.#ctrlSeqno++;
+    this.#postMsg(rsMsg(RsOp.CTRL, ctrl));
+    return true;
+  }
+
+  /**
+   * Marks the stream reset from outside (the connection manager saw the peer go away, or the
+   * connection layer gave up): no longer connected, readable or writable. Buffered data stays
+   * readable. No effect after an orderly disconnect.
+   */
+  reset(): void {
+    if ((this.#state & DISCONNECTED) !== 0) return;
+    this.#state = ERROR;
+  }
+
+  // ---- posting ----
+
+  #postRecv(): void {
+    if (this.messageSend) {
+      const slot = this.#recvSlot;
+      this.#recvSlot = slot + 1 === this.receiveQueueDepth ? 0 : slot + 1;
+      this.#t.recv(WR_RECV + slot, this.receiveBufferSize + slot * RS_MSG_SIZE);
+    } else {
+      this.#t.recv(WR_RECV, -1);
+    }
+  }
+
+  #postMsg(msg: number): void {
+    if (!this.messageSend) this.#t.write(msg, 0, 0, 0, 0, false, 0, 0, msg);
+    else this.#sendMsg(msg, msg);
+  }
+
+  #postWriteMsg(
+    msg: number,
+    off1: number,
+    len1: number,
+    off2: number,
+    len2: number,
+    inline: boolean,
+    addr: number,
+    rkey: number,
+  ): void {
+    if (!this.messageSend) {
+      this.#t.write(msg, off1, len1, off2, len2, inline, addr, rkey, msg);
+    } else {
+      this.#t.write(msg, off1, len1, off2, len2, inline, addr, rkey, -1);
+      this.#sendMsg(WR_MSG_SEND + rsMsg(rsMsgOp(msg), 0), msg);
+    }
+  }
+
+  #sendMsg(wrId: number, msg: number): void {
+    // the message travels in the sender's byte order (what rsocket does: it sends a host u32)
+    this.#sendView.setUint32(this.#msgOff, msg, this.#ownLittle);
+    this.#t.send(wrId, this.#msgOff, RS_MSG_SIZE);
+  }
+
+  // ---- completions ----
+
+  /** Feeds back the completion of a send WR (`status` 0 = success). */
+  completeSend(wrId: number, status: number): void {
+    const msgSend = wrId >= WR_MSG_SEND;
+    const msg = msgSend ? wrId - WR_MSG_SEND : wrId;
+    switch (rsMsgOp(msg)) {
+      case RsOp.SGL:
+        this.#ctrlMaxSeqno++;
+        break;
+      case RsOp.CTRL:
+        this.#ctrlMaxSeqno++;
+        if (rsMsgData(msg) === RsCtrl.DISCONNECT && status === 0) this.#state = DISCONNECTED;
+        break;
+      case RsOp.IOMAP_SGL:
+        this.#sqeAvail++;
+        if (!msgSend) this.#sbufAvail += 24;
+        break;
+      default:
+        this.#sqeAvail++;
+        this.#sbufAvail += rsMsgData(msg);
+        break;
+    }
+    if (status !== 0 && (this.#state & CONNECTED) !== 0) this.#fail(status);
+  }
+
+  /**
+   * Feeds back the completion of a receive WR: `imm` is the immediate data (host order) when the
+   * completion has one (`hasImm`), otherwise the message is read from the iWARP message slot.
+   */
+  completeRecv(wrId: number, status: number, hasImm: boolean, imm: number): void {
+    if (status !== 0) {
+      // a flushed or failed receive while connected: the QP went to error under us
+      if ((this.#state & CONNECTED) !== 0) this.#fail(status);
+      return;
+    }
+    this.#toRepost++;
+    let msg: number;
+    if (hasImm) msg = imm >>> 0;
+    else if (this.messageSend) {
+      const slot = wrId - WR_RECV;
+      msg = this.#recvView.getUint32(this.receiveBufferSize + slot * RS_MSG_SIZE, this.#peerLittle);
+    } else return; // a completion without a message: nothing to do
+    const data = rsMsgData(msg);
+    switch (rsMsgOp(msg)) {
+      case RsOp.SGL:
+        this.#sseqComp = data & 0xffff;
+        break;
+      case RsOp.CTRL:
+        if (data === RsCtrl.DISCONNECT) {
+          this.#state = DISCONNECTED;
+        } else if (data === RsCtrl.SHUTDOWN) {
+          if ((this.#state & WRITABLE) !== 0) this.#state &= ~READABLE;
+          else this.#state = DISCONNECTED;
+        }
+        break;
+      case RsOp.DATA: {
+        const next = this.#rmsgTail + 1 === this.#rmsg.length ? 0 : this.#rmsgTail + 1;
+        if (next === this.#rmsgHead) {
+          // more unread data messages than credits were given: the peer broke the protocol
+          this.#fail(-1);
+          return;
+        }
+        this.#rmsg[this.#rmsgTail] = data;
+        this.#rmsgTail = next;
+        break;
+      }
+      default:
+        // iomap updates and reserved types carry nothing this side uses
+        break;
+    }
+  }
+
+  /**
+   * Ends a batch of completions: re-posts one receive per successful receive completion while
+   * connected, then grants credits if due.
+   */
+  afterCompletions(): void {
+    if ((this.#state & CONNECTED) !== 0) {
+      while (this.#toRepost > 0) {
+        this.#toRepost--;
+        this.#postRecv();
+      }
+    } else {
+      this.#toRepost = 0;
+    }
+    this.updateCredits();
+  }
+
+  #fail(status: number): void {
+    this.#errorStatus = status;
+    this.#state = ERROR;
+  }
+}
