@@ -5,8 +5,7 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
-import { layoutFor } from "../types/layout.ts";
+import { layouts, native } from "../ffi/native.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { PortSpace, RaiFlags } from "../types/enums.ts";
 import { nativeError } from "../ffi/errors.ts";
@@ -81,7 +80,7 @@ export function getAddrInfo(
     throw new InvalidArgumentError(`getAddrInfo: unknown port space ${hints.portSpace}`);
   }
   const n = native();
-  const L = layoutFor(n.arch);
+  const L = layouts();
   const A = L.rdma_addrinfo;
   const hintsPtr = n.alloc(A.size, 8);
   const resPtr = n.alloc(8, 8);

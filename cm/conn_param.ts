@@ -6,9 +6,8 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { layoutFor } from "../types/layout.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { PrivateDataLimits } from "../types/enums.ts";
 
@@ -112,7 +111,7 @@ export function encodeConnParam(
   const rnr = u("rnrRetryCount", param.rnrRetryCount, 7, 7);
   const qpNum = u("qpNum", param.qpNum, 0xffffff, 0);
   const n = native();
-  const C = layoutFor(n.arch).rdma_conn_param;
+  const C = layouts().rdma_conn_param;
   const pd = param.privateData && param.privateData.length > 0 ? param.privateData : null;
   const ptr = n.alloc(C.size, 8);
   const data = pd ? n.alloc(pd.length, 8) : null;

@@ -9,10 +9,11 @@
 import { InvalidArgumentError } from "../types/errors.ts";
 import type { PortSpace } from "../types/enums.ts";
 import type { SocketAddress } from "./address.ts";
-import { EventChannel } from "./channel.ts";
+import { CmEventChannel } from "./channel.ts";
 import type { ConnParam } from "./conn_param.ts";
 import type { CmEvent } from "./event.ts";
-import type { CmId, CmWaitOptions } from "./id.ts";
+import { type CmId, ownChannel } from "./id.ts";
+import type { WaitOptions } from "../poller/wait.ts";
 
 /** Options of {@link listen}. */
 export interface ListenOptions {
@@ -25,7 +26,7 @@ export interface ListenOptions {
   /** Port space (default `"TCP"`: RC; `"UDP"` for UD). */
   portSpace?: keyof typeof PortSpace;
   /** Event channel to use; by default the listener gets its own and closes it. */
-  channel?: EventChannel;
+  channel?: CmEventChannel;
   /** Sets `RDMA_OPTION_ID_REUSEADDR` before binding. */
   reuseAddress?: boolean;
 }
@@ -58,7 +59,7 @@ export class Listener implements Disposable {
   }
 
   /** The next incoming connection request. */
-  accept(options: CmWaitOptions = {}): Promise<CmId> {
+  accept(options: WaitOptions = {}): Promise<CmId> {
     return this.id.getRequest(options);
   }
 
@@ -81,11 +82,11 @@ export class Listener implements Disposable {
 /** Creates an id, binds it and listens. */
 export function listen(options: ListenOptions): Listener {
   const own = !options.channel;
-  const channel = options.channel ?? new EventChannel();
+  const channel = options.channel ?? new CmEventChannel();
   let id: CmId | undefined;
   try {
     id = channel.createId(options.portSpace ?? "TCP");
-    if (own) id._ownChannel();
+    if (own) ownChannel(id);
     if (options.reuseAddress) id.setReuseAddress(true);
     id.bind({ address: options.address, port: options.port ?? 0 });
     id.listen(options.backlog ?? 0);
@@ -97,8 +98,8 @@ export function listen(options: ListenOptions): Listener {
   }
 }
 
-/** Options of {@link connect}. */
-export interface ConnectOptions extends ConnParam, CmWaitOptions {
+/** Options of {@link connect}: where to connect, the connection parameters and the wait bounds. */
+export interface CmConnectOptions extends ConnParam, WaitOptions {
   /** Destination address (numeric IPv4/IPv6). */
   address: string;
   /** Destination port. */
@@ -108,7 +109,7 @@ export interface ConnectOptions extends ConnParam, CmWaitOptions {
   /** Port space (default `"TCP"`: RC; `"UDP"` for UD). */
   portSpace?: keyof typeof PortSpace;
   /** Event channel to use; by default the id gets its own and closes it. */
-  channel?: EventChannel;
+  channel?: CmEventChannel;
   /** Kernel timeout of address and of route resolution, ms (default 2000). */
   resolveTimeoutMs?: number;
   /** Type of service for the connection. */
@@ -133,13 +134,13 @@ export interface Connection {
  * connects. On any failure the id is closed and the error (a
  * {@link CmEventError} for REJECTED/UNREACHABLE/...) is thrown.
  */
-export async function connect(options: ConnectOptions): Promise<Connection> {
+export async function connect(options: CmConnectOptions): Promise<Connection> {
   const own = !options.channel;
-  const channel = options.channel ?? new EventChannel();
+  const channel = options.channel ?? new CmEventChannel();
   let id: CmId | undefined;
   try {
     id = channel.createId(options.portSpace ?? "TCP");
-    if (own) id._ownChannel();
+    if (own) ownChannel(id);
     const wait = { signal: options.signal, timeout: options.timeout };
     if (options.tos !== undefined) id.setTos(options.tos);
     await id.resolveAddress(

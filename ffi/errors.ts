@@ -41,3 +41,11 @@ export function errnoError(operation: string, context?: string): NativeError {
 export function throwReturned(operation: string, rc: number, context?: string): never {
   throw nativeError(operation, Math.abs(rc), context);
 }
+
+/**
+ * Throws the typed error of a call that returned `rc` != 0: errno when the call set it,
+ * otherwise the returned value as an errno. Read right after the call.
+ */
+export function checkCall(operation: string, rc: number, context?: string): void {
+  if (rc !== 0) throw nativeError(operation, native().errno() || Math.abs(rc), context);
+}

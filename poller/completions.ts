@@ -41,8 +41,8 @@ export const DEFAULT_STRATEGY: Strategy = "adaptive";
 /** The spin budget of the `"adaptive"` strategy when none is given, in microseconds. */
 export const DEFAULT_SPIN_MICROS = 20;
 
-/** A completion channel as the poller sees it (structural: the verbs `CompletionChannel`). */
-export interface EventChannel {
+/** A completion channel as the poller sees it (the verbs `CompletionChannel` is one). */
+export interface CompletionChannelLike {
   /** The O_NONBLOCK channel fd. */
   readonly fd: number;
   /** Reads one CQ event (the CQ object that fired) or null on EAGAIN; counts it for acking. */
@@ -61,7 +61,7 @@ export interface CompletionSource {
   /** Arms the CQ for one channel event (next completion, or next solicited one). */
   requestNotify(solicitedOnly?: boolean): void;
   /** The completion channel, or null (then only `"busy"` works). */
-  readonly channel: EventChannel | null;
+  readonly channel: CompletionChannelLike | null;
 }
 
 /** Options of a completion wait. */
@@ -107,7 +107,7 @@ function stateOf(cq: CompletionSource): CqState {
 }
 
 /** Drains a channel until EAGAIN and wakes the waiters of every CQ that fired. */
-function drainChannel(channel: EventChannel): void {
+function drainChannel(channel: CompletionChannelLike): void {
   // an edge reported just as the channel was closed (its owner should have unwatched it)
   if ((channel as { closed?: boolean }).closed === true) return unwatchChannel(channel);
   for (let cq = channel.getEvent(); cq !== null; cq = channel.getEvent()) {
@@ -118,7 +118,7 @@ function drainChannel(channel: EventChannel): void {
   }
 }
 
-function watchChannel(channel: EventChannel, poller: Poller): void {
+function watchChannel(channel: CompletionChannelLike, poller: Poller): void {
   const w = channelWatches.get(channel);
   if (w && !w.closed) {
     if (w.poller !== poller) {
@@ -137,7 +137,7 @@ function watchChannel(channel: EventChannel, poller: Poller): void {
  * Stops watching a completion channel's fd. Call it before the channel is destroyed
  * (the verbs layer does when it closes a channel). Idempotent.
  */
-export function unwatchChannel(channel: EventChannel): void {
+export function unwatchChannel(channel: CompletionChannelLike): void {
   channelWatches.get(channel)?.close();
   channelWatches.delete(channel);
 }

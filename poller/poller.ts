@@ -16,7 +16,7 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import {
   createWaiter,
   EFD_CLOEXEC,
@@ -28,7 +28,6 @@ import {
   EPOLLIN,
   type EpollWaiter,
 } from "../ffi/wait.ts";
-import { layoutFor } from "../types/layout.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 import { type HoldCounter, WaitList, type WaitOptions } from "./wait.ts";
@@ -75,7 +74,7 @@ export class Poller implements HoldCounter {
       throw new InvalidArgumentError(`maxEvents must be a positive integer, got ${maxEvents}`);
     }
     const n = native();
-    const layout = layoutFor(n.arch).epoll_event;
+    const layout = layouts().epoll_event;
     this.#eventsOffset = layout.fields.events.offset;
     this.#dataOffset = layout.fields["data.u64"].offset;
     const epfd = n.libc.epoll_create1(EPOLL_CLOEXEC);

@@ -5,13 +5,12 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
-import { layoutFor } from "../types/layout.ts";
 import { withDeviceList } from "./devices.ts";
 import { throwErrno } from "../ffi/errors.ts";
-import { Resource } from "./resource.ts";
+import { NativeResource } from "../ffi/resource.ts";
 import { setNonBlocking } from "../ffi/fd.ts";
 import {
   type DeviceAttr,
@@ -45,22 +44,28 @@ export type ContextOp =
 /** The `verbs_context` members this library calls. */
 export type ExtendedOp = "query_port" | "query_device_ex" | "create_cq_ex" | "create_qp_ex";
 
+let objectsOf: (ctx: Context) => Map<bigint, NativeResource>;
+
 /** An open device context. Create with {@link openDevice}; closing it closes everything made from it. */
-export class Context extends Resource {
+export class Context extends NativeResource {
   /** The `struct ibv_context *`. */
   readonly ptr: NativePointer;
   /** The device name, e.g. `rxe0`. */
   readonly deviceName: string;
   /** The async-event file descriptor (non-blocking). */
   readonly asyncFd: number;
-  /** Native objects by address, so async events and CQ events find their owner. */
-  readonly objects: Map<bigint, Resource> = new Map();
+  // native objects by address, so async events and CQ events find their owner
+  readonly #objects = new Map<bigint, NativeResource>();
+
+  static {
+    objectsOf = (ctx) => ctx.#objects;
+  }
 
   /** Wraps an opened `ibv_context`; prefer {@link openDevice}. */
   constructor(ptr: NativePointer, deviceName: string) {
     super("Context", []);
     const n = native();
-    const L = layoutFor(n.arch).ibv_context.fields;
+    const L = layouts().ibv_context.fields;
     this.ptr = ptr;
     this.deviceName = deviceName;
     this.asyncFd = new DataView(n.arrayBuffer(ptr, L.async_fd.offset + 4)).getInt32(
@@ -74,7 +79,7 @@ export class Context extends Resource {
   get numCompVectors(): number {
     this.assertOpen();
     const n = native();
-    const at = layoutFor(n.arch).ibv_context.fields.num_comp_vectors.offset;
+    const at = layouts().ibv_context.fields.num_comp_vectors.offset;
     return new DataView(n.arrayBuffer(this.ptr, at + 4)).getInt32(at, true);
   }
 
@@ -149,7 +154,7 @@ export class Context extends Resource {
     this.assertOpen();
     return native().readPointer(
       this.ptr,
-      layoutFor(native().arch).ibv_context.fields[`ops.${name}`].offset,
+      layouts().ibv_context.fields[`ops.${name}`].offset,
     );
   }
 
@@ -160,7 +165,7 @@ export class Context extends Resource {
   extendedOp(name: ExtendedOp): NativePointer | null {
     this.assertOpen();
     const n = native();
-    const L = layoutFor(n.arch);
+    const L = layouts();
     // abi_compat == (void *)-1 marks a verbs_context; read it as a u64 (in Bun a pointer
     // is a JS number, which cannot hold 2^64 - 1 exactly)
     const abiAt = L.ibv_context.fields.abi_compat.offset;
@@ -175,7 +180,7 @@ export class Context extends Resource {
   }
 
   protected destroy(): void {
-    this.objects.clear();
+    this.#objects.clear();
     if (native().ibverbs.ibv_close_device(this.ptr) !== 0) throwErrno("ibv_close_device");
   }
 }
@@ -199,4 +204,24 @@ export function openDevice(name?: string): Context {
     }
     throw new InvalidArgumentError(`no RDMA device named "${name}" (have: ${names.join(", ")})`);
   });
+}
+
+/** Remembers the object at `ptr` for async and CQ events (module-private to the library). */
+export function rememberObject(ctx: Context, ptr: NativePointer, obj: NativeResource): void {
+  objectsOf(ctx).set(native().address(ptr), obj);
+}
+
+/** Forgets the object at `ptr` (module-private to the library). */
+export function forgetObject(ctx: Context, ptr: NativePointer): void {
+  objectsOf(ctx).delete(native().address(ptr));
+}
+
+/** The object at `address`, if this context made one there (module-private to the library). */
+export function objectAt(ctx: Context, address: bigint): NativeResource | undefined {
+  return objectsOf(ctx).get(address);
+}
+
+/** Every object the context remembers (module-private to the library). */
+export function contextObjects(ctx: Context): Iterable<NativeResource> {
+  return objectsOf(ctx).values();
 }

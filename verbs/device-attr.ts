@@ -6,9 +6,8 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
-import { layoutFor } from "../types/layout.ts";
 import {
   AtomicCap,
   DeviceCapFlags,
@@ -17,6 +16,7 @@ import {
   flagNames,
   GidType,
   LinkLayer,
+  type Mtu,
   mtuStr,
   mtuToBytes,
   OdpGeneralCaps,
@@ -32,7 +32,7 @@ import {
 import { Errno } from "../types/errno.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { throwErrno, throwReturned } from "../ffi/errors.ts";
-import { NativeBlock } from "./memory.ts";
+import { NativeBlock } from "../ffi/memory.ts";
 import { readScalars } from "./structs.ts";
 import { formatGid } from "./gid.ts";
 import type { Context } from "./context.ts";
@@ -208,15 +208,15 @@ export interface DeviceAttrEx extends DeviceAttr {
 /** `struct ibv_port_attr` with camelCase names plus readable names. */
 export interface PortAttr {
   /** `enum ibv_port_state`. */
-  readonly state: number;
+  readonly state: PortState;
   /** The state's C name (`IBV_PORT_ACTIVE`). */
   readonly stateName: string;
   /** The state's text (`ibv_port_state_str`). */
   readonly stateText: string;
   /** `enum ibv_mtu` of the largest MTU. */
-  readonly maxMtu: number;
+  readonly maxMtu: Mtu;
   /** `enum ibv_mtu` in use. */
-  readonly activeMtu: number;
+  readonly activeMtu: Mtu;
   /** The active MTU in bytes. */
   readonly activeMtuBytes: number;
   /** Length of the GID table. */
@@ -230,7 +230,7 @@ export interface PortAttr {
   /** LID (0 on RoCE). */
   readonly lid: number;
   /** `IBV_LINK_LAYER_*`. */
-  readonly linkLayer: number;
+  readonly linkLayer: LinkLayer;
   /** The link layer's C name. */
   readonly linkLayerName: string;
   /** Readable width, speed, physical state and MTU. */
@@ -254,7 +254,7 @@ export interface GidEntry {
   /** Port number. */
   readonly portNum: number;
   /** `enum ibv_gid_type` value. */
-  readonly gidType: number;
+  readonly gidType: GidType;
   /** Its C name (`IBV_GID_TYPE_ROCE_V2`). */
   readonly gidTypeName: string;
   /** Interface index of the netdev (RoCE), 0 otherwise. */
@@ -303,7 +303,7 @@ function qpts(mask: number): SupportedQpts {
 
 /** The nested capability structs of `ibv_device_attr_ex`, as typed objects. */
 function nestedCaps(view: DataView) {
-  const L = layoutFor(native().arch).ibv_device_attr_ex;
+  const L = layouts().ibv_device_attr_ex;
   const read = (prefix: string) => readScalars(view, L, prefix) as Record<string, number>;
   const big = (prefix: string) => readScalars(view, L, prefix) as Record<string, bigint>;
   const odp = big("odp_caps.");
@@ -372,7 +372,7 @@ function hex64(v: bigint): string {
 }
 
 function deviceAttrFrom(view: DataView, prefix: string): DeviceAttr {
-  const L = layoutFor(native().arch);
+  const L = layouts();
   const layout = prefix ? L.ibv_device_attr_ex : L.ibv_device_attr;
   const o = readScalars(view, layout, prefix, 0, ["fw_ver"]);
   return {
@@ -387,7 +387,7 @@ function deviceAttrFrom(view: DataView, prefix: string): DeviceAttr {
 /** `ibv_query_device`. */
 export function queryDevice(ctx: Context): DeviceAttr {
   ctx.assertOpen();
-  const block = new NativeBlock(layoutFor(native().arch).ibv_device_attr.size, 8);
+  const block = new NativeBlock(layouts().ibv_device_attr.size, 8);
   try {
     const rc = native().ibverbs.ibv_query_device(ctx.ptr, block.ptr);
     if (rc !== 0) throwReturned("ibv_query_device", rc);
@@ -400,7 +400,7 @@ export function queryDevice(ctx: Context): DeviceAttr {
 /** `ibv_query_device_ex` through `verbs_context`, falling back to the base query like `verbs.h`. */
 export function queryDeviceEx(ctx: Context): DeviceAttrEx {
   const n = native();
-  const L = layoutFor(n.arch);
+  const L = layouts();
   const fn = ctx.extendedOp("query_device_ex");
   const block = new NativeBlock(L.ibv_device_attr_ex.size, 8);
   const input = new NativeBlock(L.ibv_query_device_ex_input.size, 8);
@@ -461,7 +461,7 @@ function checkPort(port: number): void {
 export function queryPort(ctx: Context, port: number): PortAttr {
   checkPort(port);
   const n = native();
-  const L = layoutFor(n.arch).ibv_port_attr;
+  const L = layouts().ibv_port_attr;
   const fn = ctx.extendedOp("query_port");
   const block = new NativeBlock(L.size, 8);
   try {
@@ -472,11 +472,11 @@ export function queryPort(ctx: Context, port: number): PortAttr {
     const o = readScalars(block.view, L) as Record<string, number>;
     return {
       ...o,
-      state: o.state,
+      state: o.state as PortState,
       stateName: enumName(PortState, o.state, "IBV_PORT_"),
       stateText: portStateStr(o.state),
-      maxMtu: o.maxMtu,
-      activeMtu: o.activeMtu,
+      maxMtu: o.maxMtu as Mtu,
+      activeMtu: o.activeMtu as Mtu,
       activeMtuBytes: mtuToBytes(o.activeMtu) ?? 0,
       activeMtuName: mtuStr(o.activeMtu),
       gidTblLen: o.gidTblLen,
@@ -484,7 +484,7 @@ export function queryPort(ctx: Context, port: number): PortAttr {
       maxMsgSz: o.maxMsgSz,
       pkeyTblLen: o.pkeyTblLen,
       lid: o.lid,
-      linkLayer: o.linkLayer,
+      linkLayer: o.linkLayer as LinkLayer,
       linkLayerName: enumName(LinkLayer, o.linkLayer, "IBV_LINK_LAYER_"),
       activeWidthName: widthStr(o.activeWidth),
       activeSpeedName: speedStr(o.activeSpeed),
@@ -511,8 +511,8 @@ export function queryGid(ctx: Context, port: number, index: number): string {
 }
 
 function gidEntry(view: DataView, base: number): GidEntry {
-  const L = layoutFor(native().arch).ibv_gid_entry.fields;
-  const gidType = view.getUint32(base + L.gid_type.offset, true);
+  const L = layouts().ibv_gid_entry.fields;
+  const gidType = view.getUint32(base + L.gid_type.offset, true) as GidType;
   return {
     gid: formatGid(new Uint8Array(view.buffer, view.byteOffset + base + L.gid.offset, 16)),
     gidIndex: view.getUint32(base + L.gid_index.offset, true),
@@ -528,7 +528,7 @@ export function queryGidEx(ctx: Context, port: number, index: number): GidEntry 
   ctx.assertOpen();
   checkPort(port);
   const n = native();
-  const size = layoutFor(n.arch).ibv_gid_entry.size;
+  const size = layouts().ibv_gid_entry.size;
   const fn = n.ibverbs._ibv_query_gid_ex;
   if (!fn) throw new InvalidArgumentError("this libibverbs has no ibv_query_gid_ex");
   const block = new NativeBlock(size, 8);
@@ -545,7 +545,7 @@ export function queryGidEx(ctx: Context, port: number, index: number): GidEntry 
 export function gidTable(ctx: Context, maxEntries = 256): GidEntry[] {
   ctx.assertOpen();
   const n = native();
-  const size = layoutFor(n.arch).ibv_gid_entry.size;
+  const size = layouts().ibv_gid_entry.size;
   const fn = n.ibverbs._ibv_query_gid_table;
   if (!fn) throw new InvalidArgumentError("this libibverbs has no ibv_query_gid_table");
   const block = new NativeBlock(size * maxEntries, 8);

@@ -4,11 +4,10 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import { Errno } from "../types/errno.ts";
 import { NoDeviceError } from "../types/errors.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { layoutFor } from "../types/layout.ts";
 import { nativeError } from "../ffi/errors.ts";
 
 /** One RDMA device as `ibv_get_device_list` reports it. */
@@ -36,7 +35,7 @@ export interface DeviceInfo {
 export function listDevices(): DeviceInfo[] {
   return withDeviceList((list, count) => {
     const n = native();
-    const dev = layoutFor(n.arch).ibv_device.fields;
+    const dev = layouts().ibv_device.fields;
     const out: DeviceInfo[] = [];
     for (let i = 0; i < count; i++) {
       const d = n.readPointer(list, i * 8)!;

@@ -5,9 +5,8 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts } from "../ffi/native.ts";
 import { enumName, QpAttrMask, QpState } from "../types/enums.ts";
-import { layoutFor } from "../types/layout.ts";
 import { type AhAttr, encodeAhAttr } from "./ah.ts";
 import { formatGid } from "./gid.ts";
 import { readScalars } from "./structs.ts";
@@ -52,7 +51,7 @@ export interface QpAttr {
 
 /** Writes the attributes into `view` (an `ibv_qp_attr`) and returns the mask. */
 export function encodeQpAttr(view: DataView, a: QpAttr): number {
-  const F: Readonly<Record<string, { offset: number }>> = layoutFor(native().arch).ibv_qp_attr
+  const F: Readonly<Record<string, { offset: number }>> = layouts().ibv_qp_attr
     .fields;
   let mask = 0;
   const u32 = (v: number | undefined, f: string, bit: number) => {
@@ -113,7 +112,7 @@ export interface QpAttrs {
 
 /** Reads an `ibv_qp_attr` (after `ibv_query_qp`). */
 export function decodeQpAttr(view: DataView): QpAttrs {
-  const L = layoutFor(native().arch).ibv_qp_attr;
+  const L = layouts().ibv_qp_attr;
   const o = readScalars(view, L) as Record<string, number>;
   const c = readScalars(view, L, "cap.") as Record<string, number>;
   const F = L.fields;
