@@ -15,6 +15,7 @@
 
 export { configureNative, type LibraryPaths, type RuntimeInfo, runtimeInfo } from "./ffi/native.ts";
 export type { FnPointerPath } from "./types/native.ts";
+export type { NativePointer, Pointer } from "./types/ctypes.ts";
 export * from "./types/errors.ts";
 export { Errno, errnoName } from "./types/errno.ts";
 export * from "./types/enums.ts";

@@ -210,6 +210,7 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
     if (first !== null) throw first;
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     this.#holds = 0;
     this.#watch?.close();

@@ -14,6 +14,7 @@ import { Context } from "../verbs/context.ts";
 
 /** A verbs context that belongs to librdmacm: closing it leaves the device open. */
 class CmContext extends Context {
+  /** Releases the native object (called once by `close()`). */
   protected override destroy(): void {
     // librdmacm owns the device: only this wrapper's children were closed
   }

@@ -523,6 +523,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
     if (this.#connected && !this.#disconnectSeen) this.#sendDisconnect();
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     this.#qp = null;
     for (const r of this.#events.requests.splice(0)) r.#refuse();

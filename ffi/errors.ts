@@ -5,17 +5,14 @@
  */
 
 import { native } from "./native.ts";
+import { NativeBlock } from "./memory.ts";
 import { NativeError, UNSUPPORTED_ERRNOS, UnsupportedError } from "../types/errors.ts";
 
 /** The errno's message from the C library (`strerror_r`). */
 export function strerror(errno: number): string {
   const n = native();
-  const buf = n.alloc(256, 8);
-  try {
-    return n.cstring(n.libc.strerror_r(errno, buf, 256)) ?? `errno ${errno}`;
-  } finally {
-    n.free(buf);
-  }
+  return NativeBlock.with(256, (buf) => n.cstring(n.libc.strerror_r(errno, buf.ptr, 256))) ??
+    `errno ${errno}`;
 }
 
 /** A typed error for `operation` failing with `errno` (UnsupportedError for EOPNOTSUPP and kin). */

@@ -9,7 +9,7 @@
 import type { EpollWaiter, WaiterOptions } from "./wait.ts";
 import { native } from "./native.ts";
 import { LIBRARIES } from "./library.ts";
-import type { NativePointer } from "../types/ctypes.ts";
+import { NativeBlock } from "./memory.ts";
 
 const STATE = 0;
 const COUNT = 1;
@@ -27,7 +27,7 @@ class BunWaiter implements EpollWaiter {
   #worker: BunWorker;
   #control: Int32Array;
   #fds: Int32Array;
-  #one: NativePointer;
+  #one: NativeBlock;
   #wanted = false;
   #closed = false;
   #release: (() => void) | null = null;
@@ -36,9 +36,8 @@ class BunWaiter implements EpollWaiter {
     this.#o = o;
     this.#control = new Int32Array(new SharedArrayBuffer(4 * (FDS + o.maxEvents)));
     this.#fds = new Int32Array(o.maxEvents);
-    const n = native();
-    this.#one = n.alloc(8, 8);
-    new DataView(n.arrayBuffer(this.#one, 8)).setBigUint64(0, 1n, true);
+    this.#one = new NativeBlock(8, 8);
+    this.#one.view.setBigUint64(0, 1n, true);
     this.#worker = new Worker(new URL("./epoll-worker.ts", import.meta.url).href) as BunWorker;
     this.#worker.onmessage = (e: MessageEvent<number>) => this.#message(e.data);
     this.#worker.unref();
@@ -67,14 +66,14 @@ class BunWaiter implements EpollWaiter {
     Atomics.store(this.#control, STOP, 1);
     Atomics.store(this.#control, STATE, 0);
     Atomics.notify(this.#control, STATE);
-    native().libc.write(this.#o.wakeFd, this.#one, 8);
+    native().libc.write(this.#o.wakeFd, this.#one.ptr, 8);
   }
 
   #message(kind: number): void {
     if (kind === 1) {
       // the worker left its loop: the fds are ours to close
       this.#worker.terminate();
-      native().free(this.#one);
+      this.#one.free();
       const release = this.#release;
       this.#release = null;
       release?.();

@@ -184,6 +184,7 @@ export class AddressHandle extends NativeResource {
     };
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     const rc = native().ibverbs.ibv_destroy_ah(this.ptr);
     if (rc !== 0) throwReturned("ibv_destroy_ah", rc);

@@ -82,6 +82,7 @@ export class CompletionChannel extends NativeResource {
     }
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     unwatchChannel(this); // the poller drops its watch before the fd number can be reused
     const rc = native().ibverbs.ibv_destroy_comp_channel(this.ptr);

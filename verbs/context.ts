@@ -12,19 +12,16 @@ import { withDeviceList } from "./devices.ts";
 import { throwErrno } from "../ffi/errors.ts";
 import { NativeResource } from "../ffi/resource.ts";
 import { setNonBlocking } from "../ffi/fd.ts";
+import { type DeviceAttr, type DeviceAttrEx, queryDevice, queryDeviceEx } from "./device-attr.ts";
 import {
-  type DeviceAttr,
-  type DeviceAttrEx,
   type GidEntry,
   gidTable,
   type PortAttr,
-  queryDevice,
-  queryDeviceEx,
   queryGid,
   queryGidEx,
   queryPkey,
   queryPort,
-} from "./device-attr.ts";
+} from "./port-attr.ts";
 import { ProtectionDomain } from "./pd.ts";
 import { CompletionQueue, type CqInit } from "./cq.ts";
 import { CompletionChannel } from "./channel.ts";
@@ -179,6 +176,7 @@ export class Context extends NativeResource {
     return n.readPointer(start, vc.fields[name].offset);
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     this.#objects.clear();
     if (native().ibverbs.ibv_close_device(this.ptr) !== 0) throwErrno("ibv_close_device");

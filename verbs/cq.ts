@@ -268,6 +268,7 @@ export class CompletionQueue extends NativeResource {
     this.#unacked = 0;
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     const n = native();
     // pending waits and tracked WRs settle with a typed error instead of hanging

@@ -9,6 +9,7 @@ import { Errno } from "../types/errno.ts";
 import { NoDeviceError } from "../types/errors.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { nativeError } from "../ffi/errors.ts";
+import { NativeBlock } from "../ffi/memory.ts";
 
 /** One RDMA device as `ibv_get_device_list` reports it. */
 export interface DeviceInfo {
@@ -65,10 +66,9 @@ export function withDeviceList<T>(
   fn: (list: NativePointer, count: number) => T,
 ): T {
   const n = native();
-  const countBox = n.alloc(4, 8);
-  try {
+  return NativeBlock.with(4, (countBox) => {
     n.setErrno(0);
-    const list = n.ibverbs.ibv_get_device_list(countBox);
+    const list = n.ibverbs.ibv_get_device_list(countBox.ptr);
     if (list === null) {
       const errno = n.errno();
       if (errno === Errno.ENOSYS) {
@@ -79,13 +79,11 @@ export function withDeviceList<T>(
       throw nativeError("ibv_get_device_list", errno);
     }
     try {
-      const count = new Int32Array(n.arrayBuffer(countBox, 4))[0];
+      const count = countBox.view.getInt32(0, true);
       if (count === 0) throw new NoDeviceError("ibv_get_device_list returned no devices");
       return fn(list, count);
     } finally {
       n.ibverbs.ibv_free_device_list(list);
     }
-  } finally {
-    n.free(countBox);
-  }
+  });
 }

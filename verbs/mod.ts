@@ -41,17 +41,16 @@ export type {
   DeviceAttr,
   DeviceAttrEx,
   DeviceCaps,
-  GidEntry,
   OdpCaps,
   OdpPerTransportCaps,
   PacketPacingCaps,
   PciAtomicCaps,
-  PortAttr,
   RssCaps,
   SupportedQpts,
   TmCaps,
   TsoCaps,
 } from "./device-attr.ts";
+export type { GidEntry, PortAttr } from "./port-attr.ts";
 export { type DeviceInfo, listDevices } from "./devices.ts";
 export { ProtectionDomain } from "./pd.ts";
 export { checkAccess, MemoryRegion, type RegisterOptions, type RemoteAddress } from "./mr.ts";
@@ -81,6 +80,7 @@ export {
   type SendWithImmWr,
   type SendWithInvWr,
   type SendWr,
+  type SendWrBase,
   type Sge,
   type U64,
   type UdDestination,

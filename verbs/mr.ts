@@ -175,12 +175,14 @@ export class MemoryRegion extends NativeResource {
     return { addr: this.iova + BigInt(offset), rkey: this.rkey, length };
   }
 
+  /** Refuses a direct `close()` while tracked work requests use the memory. */
   protected override closeRefusal(): string | null {
     return this.#held > 0
       ? `${this.#held} tracked work request(s) still use this MR: await them (or close their QP) first`
       : null;
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     const n = native();
     const rc = n.ibverbs.ibv_dereg_mr(this.ptr);

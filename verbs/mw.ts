@@ -63,6 +63,7 @@ export class MemoryWindow extends NativeResource {
     return ((this.rkey & 0xffffff00) | ((this.rkey + 1) & 0xff)) >>> 0;
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     const n = native();
     const fn = this.pd.context.closed ? null : this.pd.context.op("dealloc_mw");

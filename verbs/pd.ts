@@ -107,6 +107,7 @@ export class ProtectionDomain extends NativeResource {
     return createAhFromWc(this, wc, grh, port);
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     const rc = native().ibverbs.ibv_dealloc_pd(this.ptr);
     if (rc !== 0) throwReturned("ibv_dealloc_pd", rc);

@@ -7,26 +7,45 @@
  */
 
 import { layouts } from "../ffi/native.ts";
-import type { NativePointer } from "../types/ctypes.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { WrOpcode } from "../types/enums.ts";
 import { setU64 } from "../ffi/memory.ts";
 import { NativeResource } from "../ffi/resource.ts";
 import { PostCall, type PostOp } from "./post.ts";
-import { countSges, isU64, type RecvWr, type SendWr, type Sge, type U64 } from "./wr.ts";
+import { countSges, isU64, type RecvWr, type SendWr, type U64 } from "./wr.ts";
 import { WrList } from "./wr-list.ts";
 import type { MemoryRegion } from "./mr.ts";
 import type { QueuePair } from "./qp.ts";
 import type { SharedReceiveQueue } from "./srq.ts";
 
+const construct = Symbol("PreparedList");
+
+/** Makes checked send WRs into a PreparedSend (module-private: `qp.prepareSend`). */
+export function prepareSend(
+  qp: QueuePair,
+  wrs: readonly SendWr[],
+  check: () => void,
+): PreparedSend {
+  return new PreparedSend(qp, wrs, check, construct);
+}
+
+/** Makes checked receive WRs into a PreparedRecv (module-private: `prepareRecv`). */
+export function prepareRecv(
+  owner: QueuePair | SharedReceiveQueue,
+  op: "post_recv" | "post_srq_recv",
+  wrs: readonly RecvWr[],
+  check: () => void,
+): PreparedRecv {
+  return new PreparedRecv(owner, op, wrs, check, construct);
+}
+
 /** The common part of prepared sends and receives: a native list, its call, the SGE bookkeeping. */
 export abstract class PreparedList extends NativeResource {
   /** Number of WRs in the list. */
   readonly length: number;
-  /** The native list. */
-  protected readonly list: WrList;
-  /** The list's view. */
+  /** The native list's view (WR `i` starts at `wrAt(i)`). */
   protected readonly view: DataView;
+  readonly #list: WrList;
   readonly #call: PostCall;
   readonly #check: () => void;
   readonly #sgeMr: MemoryRegion[][];
@@ -37,21 +56,27 @@ export abstract class PreparedList extends NativeResource {
 
   /** Builds the list; the subclass encodes the WRs. */
   protected constructor(
-    kind: string,
+    kind: "PreparedSend" | "PreparedRecv",
     owner: QueuePair | SharedReceiveQueue,
     op: PostOp,
-    obj: NativePointer,
-    wrs: readonly { readonly sg?: readonly Sge[] }[],
-    wrSize: number,
+    wrs: readonly SendWr[] | readonly RecvWr[],
     check: () => void,
+    token: symbol,
   ) {
+    if (token !== construct) {
+      throw new InvalidArgumentError("prepared WRs are made by qp/srq.prepareSend/prepareRecv()");
+    }
     super(kind, [owner]);
     const L = layouts();
+    const send = kind === "PreparedSend";
+    const wrSize = send ? L.ibv_send_wr.size : L.ibv_recv_wr.size;
     this.length = wrs.length;
-    this.list = new WrList(wrSize, wrs.length, countSges(wrs));
-    this.view = this.list.block.view;
+    const list = this.#list = new WrList(wrSize, wrs.length, countSges(wrs));
+    if (send) list.encodeSend(wrs as readonly SendWr[], wrs.length);
+    else list.encodeRecv(wrs as readonly RecvWr[], wrs.length);
+    this.view = list.block.view;
     this.#check = check;
-    this.#call = new PostCall(op, owner.context.op(op)!, obj, this.list.wr(0));
+    this.#call = new PostCall(op, owner.context.op(op)!, owner.ptr, list.wr(0));
     this.#sgeMr = wrs.map((w) => (w.sg ?? []).map((s) => s.mr));
     this.#sgeOffset = wrs.map((w) => (w.sg ?? []).map((s) => s.offset ?? 0));
     this.#sgeSize = L.ibv_sge.size;
@@ -63,7 +88,7 @@ export abstract class PreparedList extends NativeResource {
   post(): void {
     if (this.closed) this.assertOpen();
     this.#check();
-    this.#call.run(this.list);
+    this.#call.run(this.#list);
   }
 
   /** The byte offset of WR `i` in the list (throws for an index outside it). */
@@ -71,7 +96,7 @@ export abstract class PreparedList extends NativeResource {
     if (!Number.isInteger(i) || i < 0 || i >= this.length) {
       throw new InvalidArgumentError(`work request index ${i} is outside 0..${this.length - 1}`);
     }
-    return i * this.list.wrSize;
+    return i * this.#list.wrSize;
   }
 
   /** Sets the wr_id of WR `i` (a number below 2^53 or a bigint). */
@@ -82,11 +107,11 @@ export abstract class PreparedList extends NativeResource {
   }
 
   #sge(i: number, j: number): number {
-    const mrs = this.#sgeMr[this.wrAt(i) / this.list.wrSize];
+    const mrs = this.#sgeMr[this.wrAt(i) / this.#list.wrSize];
     if (!Number.isInteger(j) || j < 0 || j >= mrs.length) {
       throw new InvalidArgumentError(`work request ${i} has no SGE ${j}`);
     }
-    return this.list.sgeAt[i] + j * this.#sgeSize;
+    return this.#list.sgeAt[i] + j * this.#sgeSize;
   }
 
   /** Sets the length of SGE `j` of WR `i`; it must stay inside its MR and not be 0. */
@@ -113,9 +138,10 @@ export abstract class PreparedList extends NativeResource {
     setU64(this.view, at + this.#sgeAddr, mr.addrNumber + offset);
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     this.#call.free();
-    this.list.block.free();
+    this.#list.block.free();
   }
 }
 
@@ -124,10 +150,9 @@ export class PreparedSend extends PreparedList {
   readonly #ops: WrOpcode[];
   readonly #F = layouts().ibv_send_wr.fields;
 
-  /** Encodes checked WRs; use `qp.prepareSend()`. */
-  constructor(qp: QueuePair, wrs: readonly SendWr[], check: () => void) {
-    super("PreparedSend", qp, "post_send", qp.ptr, wrs, layouts().ibv_send_wr.size, check);
-    this.list.encodeSend(wrs, wrs.length);
+  /** Not for direct use: `qp.prepareSend()` checks the WRs and makes one. */
+  constructor(qp: QueuePair, wrs: readonly SendWr[], check: () => void, token: symbol) {
+    super("PreparedSend", qp, "post_send", wrs, check, token);
     this.#ops = wrs.map((w) => w.opcode ?? WrOpcode.SEND);
   }
 
@@ -181,15 +206,14 @@ export class PreparedSend extends PreparedList {
 
 /** Receive WRs prepared on a QP or SRQ (`qp.prepareRecv`, `srq.prepareRecv`). */
 export class PreparedRecv extends PreparedList {
-  /** Encodes checked WRs; use `qp.prepareRecv()` or `srq.prepareRecv()`. */
+  /** Not for direct use: `qp.prepareRecv()` / `srq.prepareRecv()` check the WRs and make one. */
   constructor(
     owner: QueuePair | SharedReceiveQueue,
     op: "post_recv" | "post_srq_recv",
-    obj: NativePointer,
     wrs: readonly RecvWr[],
     check: () => void,
+    token: symbol,
   ) {
-    super("PreparedRecv", owner, op, obj, wrs, layouts().ibv_recv_wr.size, check);
-    this.list.encodeRecv(wrs, wrs.length);
+    super("PreparedRecv", owner, op, wrs, check, token);
   }
 }

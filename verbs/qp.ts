@@ -26,7 +26,7 @@ import {
 } from "./qp-init.ts";
 import { ListPoster, One, postChecked } from "./post.ts";
 import { InvalidWorkRequestError, QpStateError } from "./post-errors.ts";
-import { PreparedRecv, PreparedSend } from "./prepared.ts";
+import { type PreparedRecv, type PreparedSend, prepareRecv, prepareSend } from "./prepared.ts";
 import { type RecvWr, recvWrProblem, type SendLimits, type SendWr, sendWrProblem } from "./wr.ts";
 import { commitBinds } from "./wr-list.ts";
 import { attachTarget, detachTarget, trackTagged } from "./cq.ts";
@@ -393,7 +393,7 @@ export class QueuePair extends NativeResource {
       const p = this.#sendProblem(wr);
       if (p) throw new InvalidWorkRequestError("prepareSend", i, p);
     });
-    return new PreparedSend(this, list, this.#checkSend);
+    return prepareSend(this, list, this.#checkSend);
   }
 
   /** Builds receive WRs once in native memory for repeated posting. */
@@ -404,9 +404,10 @@ export class QueuePair extends NativeResource {
       const p = this.#recvProblem(wr);
       if (p) throw new InvalidWorkRequestError("prepareRecv", i, p);
     });
-    return new PreparedRecv(this, "post_recv", this.ptr, list, this.#checkRecv);
+    return prepareRecv(this, "post_recv", list, this.#checkRecv);
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     detachTarget(this.sendCq, this);
     detachTarget(this.recvCq, this);

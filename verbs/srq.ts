@@ -14,7 +14,7 @@ import { NativeBlock } from "../ffi/memory.ts";
 import { checkResource, NativeResource } from "../ffi/resource.ts";
 import { ListPoster, One, postChecked } from "./post.ts";
 import { InvalidWorkRequestError } from "./post-errors.ts";
-import { PreparedRecv } from "./prepared.ts";
+import { type PreparedRecv, prepareRecv } from "./prepared.ts";
 import { type RecvWr, recvWrProblem } from "./wr.ts";
 import { type Context, forgetObject, rememberObject } from "./context.ts";
 import { ProtectionDomain } from "./pd.ts";
@@ -127,7 +127,7 @@ export class SharedReceiveQueue extends NativeResource {
       const p = this.#problem(wr);
       if (p) throw new InvalidWorkRequestError("prepareRecv", i, p);
     });
-    return new PreparedRecv(this, "post_srq_recv", this.ptr, list, () => {});
+    return prepareRecv(this, "post_srq_recv", list, () => {});
   }
 
   /**
@@ -173,6 +173,7 @@ export class SharedReceiveQueue extends NativeResource {
     };
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     const n = native();
     forgetObject(this.context, this.ptr);

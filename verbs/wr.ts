@@ -70,7 +70,7 @@ export interface MwBind {
 }
 
 /** Fields every send work request has. */
-interface SendWrBase {
+export interface SendWrBase {
   /** Returned in the completion (default 0). */
   readonly wrId?: U64;
   /** An OR of `SendFlags` (default `SIGNALED`). */
