@@ -7,8 +7,8 @@
 
 import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { InvalidArgumentError, NoDeviceError } from "../types/errors.ts";
-import { Errno } from "../types/errno.ts";
+import { DevicePermissionError, InvalidArgumentError, NoDeviceError } from "../types/errors.ts";
+import { Errno, errnoName } from "../types/errno.ts";
 import { CmEventType, PortSpace } from "../types/enums.ts";
 import { nativeError, throwErrno } from "../ffi/errors.ts";
 import { setNonBlocking } from "../ffi/fd.ts";
@@ -59,7 +59,10 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
     if (p === null) {
       const errno = n.errno();
       if (errno === Errno.ENODEV || errno === Errno.ENOSYS || errno === Errno.ENOENT) {
-        throw new NoDeviceError(`rdma_create_event_channel failed with errno ${errno}`);
+        throw new NoDeviceError(`rdma_create_event_channel failed with ${errnoName(errno)}`);
+      }
+      if (errno === Errno.EACCES || errno === Errno.EPERM) {
+        throw new DevicePermissionError("rdma_create_event_channel", "/dev/infiniband/rdma_cm");
       }
       throw nativeError("rdma_create_event_channel", errno);
     }

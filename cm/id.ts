@@ -185,6 +185,13 @@ export class CmId extends NativeResource implements AsyncDisposable {
     recordQpState(qp, state);
   }
 
+  /** librdmacm dereferences the id's device on some paths: refuse them before it is bound. */
+  #requireDevice(op: string, hint: string): void {
+    if (this.verbsPtr === null) {
+      throw new InvalidArgumentError(`${op}: the id is not bound to a device yet (${hint})`);
+    }
+  }
+
   #checkUdSupported(op: string): void {
     if (this.isUd && this.transport === "iwarp") {
       throw new UnsupportedError(
@@ -296,12 +303,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
   resolveRoute(options: ResolveOptions = {}): Promise<CmEvent> {
     return this.#start("resolveRoute", [CmEventType.ROUTE_RESOLVED], options, () => {
       const timeoutMs = kernelTimeout(options.timeoutMs);
-      // librdmacm dereferences the id's device on this path: refuse before it is bound
-      if (this.verbsPtr === null) {
-        throw new InvalidArgumentError(
-          "resolveRoute: the address is not resolved yet (await resolveAddress first)",
-        );
-      }
+      this.#requireDevice("resolveRoute", "await resolveAddress first");
       checkCall("rdma_resolve_route", native().rdmacm.rdma_resolve_route(this.ptr, timeoutMs));
     });
   }
@@ -358,6 +360,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
    */
   connect(param: ConnParam = {}, options: WaitOptions = {}): Promise<CmEvent> {
     return this.#start("connect", [CmEventType.ESTABLISHED], options, () => {
+      this.#requireDevice("connect", "resolve the address and route first");
       this.#checkUdSupported("rdma_connect");
       const cp = encodeConnParam("connect", param, this.privateDataContext());
       try {
@@ -395,6 +398,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
 
   #accept(param: ConnParam): void {
     this.assertOpen();
+    this.#requireDevice("accept", "accept an id from getRequest()");
     this.#checkUdSupported("rdma_accept");
     const cp = encodeConnParam("accept", param, this.privateDataContext());
     try {

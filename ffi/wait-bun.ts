@@ -1,6 +1,6 @@
 /**
  * Bun's epoll waiter: Bun has no nonblocking FFI calls, so a Worker blocks in
- * `epoll_wait` and posts to the JS thread (see `epoll-worker.ts`). The Worker is ref'd
+ * `epoll_wait` and posts to the JS thread (see `epoll-worker.ts`; its source is inlined). The Worker is ref'd
  * only while the poller wants events, so an idle process exits by itself.
  *
  * @module
@@ -9,6 +9,7 @@
 import type { EpollWaiter, WaiterOptions } from "./wait.ts";
 import { native } from "./native.ts";
 import { LIBRARIES } from "./library.ts";
+import { EPOLL_WORKER_SOURCE } from "./epoll-worker.ts";
 import { NativeBlock } from "./memory.ts";
 
 const STATE = 0;
@@ -19,6 +20,15 @@ const FDS = 3;
 interface BunWorker extends Worker {
   ref(): void;
   unref(): void;
+}
+
+let url: string | undefined;
+
+/** One Blob URL of the worker's source per process. */
+function workerUrl(): string {
+  return url ??= URL.createObjectURL(
+    new Blob([EPOLL_WORKER_SOURCE], { type: "application/javascript" }),
+  );
 }
 
 class BunWaiter implements EpollWaiter {
@@ -38,7 +48,7 @@ class BunWaiter implements EpollWaiter {
     this.#fds = new Int32Array(o.maxEvents);
     this.#one = new NativeBlock(8, 8);
     this.#one.view.setBigUint64(0, 1n, true);
-    this.#worker = new Worker(new URL("./epoll-worker.ts", import.meta.url).href) as BunWorker;
+    this.#worker = new Worker(workerUrl()) as BunWorker;
     this.#worker.onmessage = (e: MessageEvent<number>) => this.#message(e.data);
     this.#worker.unref();
     this.#worker.postMessage({

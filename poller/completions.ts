@@ -27,10 +27,16 @@
  */
 
 import { setImmediate } from "node:timers";
-import { AbortedError, ClosedError, InvalidArgumentError } from "../types/errors.ts";
+import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 import { Poller } from "./poller.ts";
 import type { FdWatch } from "./poller.ts";
-import { abortedError, WaitList, type WaitOptions } from "./wait.ts";
+import {
+  abortedError,
+  checkWaitOptions,
+  timedOutError,
+  WaitList,
+  type WaitOptions,
+} from "./wait.ts";
 
 /** How to wait for completions. */
 export type Strategy = "busy" | "event" | "adaptive";
@@ -40,6 +46,12 @@ export const DEFAULT_STRATEGY: Strategy = "adaptive";
 
 /** The spin budget of the `"adaptive"` strategy when none is given, in microseconds. */
 export const DEFAULT_SPIN_MICROS = 20;
+
+/**
+ * The largest spin budget accepted, in microseconds: a spin blocks the event loop, so neither
+ * a timeout nor an AbortSignal can end it; 10 ms bounds that.
+ */
+export const MAX_SPIN_MICROS = 10_000;
 
 /** A completion channel as the poller sees it (the verbs `CompletionChannel` is one). */
 export interface CompletionChannelLike {
@@ -176,17 +188,28 @@ export function awaitCompletions(
   cq: CompletionSource,
   options: CompletionWaitOptions = {},
 ): Promise<number> {
+  if (typeof options !== "object" || options === null) {
+    return Promise.reject(new InvalidArgumentError("wait options must be an object"));
+  }
   const strategy = options.strategy ?? DEFAULT_STRATEGY;
   const s = stateOf(cq);
   if (s.closed) return Promise.reject(s.closed);
   try {
+    checkWaitOptions(options);
+    if (options.poller !== undefined && !(options.poller instanceof Poller)) {
+      throw new InvalidArgumentError("poller must be a Poller");
+    }
     checkStrategy(strategy, cq);
     // fast path: completions are already there
     const got = cq.poll(options.max);
     if (got > 0) return Promise.resolve(got);
     if (strategy === "adaptive") {
       const micros = options.spinMicros ?? DEFAULT_SPIN_MICROS;
-      if (!(micros >= 0)) throw new InvalidArgumentError(`spinMicros must be >= 0, got ${micros}`);
+      if (!(micros >= 0 && micros <= MAX_SPIN_MICROS)) {
+        throw new InvalidArgumentError(
+          `spinMicros must be 0..${MAX_SPIN_MICROS} (the spin blocks the event loop), got ${micros}`,
+        );
+      }
       const end = performance.now() + micros / 1000;
       while (performance.now() < end) {
         const n = cq.poll(options.max);
@@ -213,7 +236,7 @@ async function busyWait(
     const n = cq.poll(max);
     if (n > 0) return n;
     if (performance.now() >= deadline) {
-      throw new AbortedError(`wait timed out after ${timeout} ms`);
+      throw timedOutError("completion wait", timeout!);
     }
   }
 }

@@ -39,6 +39,7 @@ export {
   type CompletionWaitOptions,
   DEFAULT_SPIN_MICROS,
   DEFAULT_STRATEGY,
+  MAX_SPIN_MICROS,
   type Strategy,
 } from "./completions.ts";
 export {

@@ -7,9 +7,10 @@
 
 import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { InvalidArgumentError } from "../types/errors.ts";
+import { DevicePermissionError, InvalidArgumentError } from "../types/errors.ts";
+import { Errno } from "../types/errno.ts";
 import { withDeviceList } from "./devices.ts";
-import { throwErrno } from "../ffi/errors.ts";
+import { nativeError, throwErrno } from "../ffi/errors.ts";
 import { NativeResource } from "../ffi/resource.ts";
 import { setNonBlocking } from "../ffi/fd.ts";
 import { type DeviceAttr, type DeviceAttrEx, queryDevice, queryDeviceEx } from "./device-attr.ts";
@@ -197,7 +198,14 @@ export function openDevice(name?: string): Context {
       names.push(devName);
       if (name !== undefined && devName !== name) continue;
       const ctx = n.ibverbs.ibv_open_device(d);
-      if (ctx === null) throwErrno("ibv_open_device", devName);
+      if (ctx === null) {
+        const errno = n.errno();
+        if (errno === Errno.EACCES || errno === Errno.EPERM) {
+          const dev = n.cstring(d, layouts().ibv_device.fields.dev_name.offset) ?? "uverbs*";
+          throw new DevicePermissionError("ibv_open_device", `/dev/infiniband/${dev}`);
+        }
+        throw nativeError("ibv_open_device", errno, devName);
+      }
       return new Context(ctx, devName);
     }
     throw new InvalidArgumentError(`no RDMA device named "${name}" (have: ${names.join(", ")})`);

@@ -9,9 +9,6 @@
 import { layouts, native } from "../ffi/native.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import {
-  type AtomicCap,
-  type DeviceCapFlags,
-  type DeviceCapFlagsEx,
   enumName,
   flagNames,
   GidType,
@@ -19,17 +16,13 @@ import {
   type Mtu,
   mtuStr,
   mtuToBytes,
-  type OdpGeneralCaps,
-  type OdpTransportCap,
   physStateStr,
   PortCapFlags,
   PortState,
   portStateStr,
-  type QpType,
   speedStr,
   widthStr,
 } from "../types/enums.ts";
-import type { Errno } from "../types/errno.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
