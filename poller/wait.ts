@@ -2,12 +2,13 @@
  * The one wait primitive of the library: a {@link WaitList} of pending promises, each bounded by
  * an `AbortSignal` and/or a timeout ({@link WaitOptions}). Every awaitable in the library —
  * fd readiness, completions, tracked work requests, connection manager events, stream reads
- * and writes — is a wait in one of these lists.
+ * and writes — is a wait in one of these lists. Timeouts share one timer (`deadlines.ts`).
  *
  * @module
  */
 
 import { AbortedError, InvalidArgumentError, type RdmaError } from "../types/errors.ts";
+import { addDeadline, type Deadline, removeDeadline } from "./deadlines.ts";
 
 /** Options accepted by every wait. */
 export interface WaitOptions {
@@ -55,7 +56,7 @@ export function timedOutError(what: string, timeout: number): AbortedError {
   return new AbortedError(`${what} timed out after ${timeout} ms`);
 }
 
-interface Pending<T, K> {
+interface Pending<T, K> extends Deadline {
   readonly key: K;
   resolve(value: T): void;
   reject(e: Error): void;
@@ -97,7 +98,6 @@ export class WaitList<T = void, K = undefined> {
     const list = this.#list;
     const holds = this.#holds;
     return new Promise<T>((resolve, reject) => {
-      let timer: ReturnType<typeof setTimeout> | undefined;
       let onAbort: (() => void) | undefined;
       let done = false;
       const finish = (): boolean => {
@@ -105,27 +105,29 @@ export class WaitList<T = void, K = undefined> {
         done = true;
         const i = list.indexOf(p);
         if (i >= 0) list.splice(i, 1);
-        if (timer !== undefined) clearTimeout(timer);
+        if (timeout !== undefined) removeDeadline(p);
         if (onAbort) signal!.removeEventListener("abort", onAbort);
         holds.unref();
         return true;
       };
       const p: Pending<T, K> = {
         key: key as K,
+        at: timeout === undefined ? Infinity : performance.now() + timeout,
         resolve(value) {
           if (finish()) resolve(value);
         },
         reject(e) {
           if (finish()) reject(e);
         },
+        expire() {
+          p.reject(timedOutError(what, timeout!));
+        },
       };
       if (signal) {
         onAbort = () => p.reject(abortedError(signal, what));
         signal.addEventListener("abort", onAbort, { once: true });
       }
-      if (timeout !== undefined) {
-        timer = setTimeout(() => p.reject(timedOutError(what, timeout)), timeout);
-      }
+      if (timeout !== undefined) addDeadline(p);
       list.push(p);
       holds.ref();
     });
