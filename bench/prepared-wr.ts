@@ -34,8 +34,8 @@ const a = pd.createQp({ type: QpType.RC, sendCq: cq });
 const b = pd.createQp({ type: QpType.RC, sendCq: cq });
 const gid = ctx.queryGid(port, gidIndex);
 const o = { port, sgidIndex: gidIndex, accessFlags: rw, pathMtu: ctx.queryPort(port).activeMtu };
-a.connect({ qpNum: b.qpNum, psn: 0, gid }, o);
-b.connect({ qpNum: a.qpNum, psn: 0, gid }, o);
+a.activate({ qpNum: b.qpNum, psn: 0, gid }, o);
+b.activate({ qpNum: a.qpNum, psn: 0, gid }, o);
 const src = pd.allocBuffer(4096);
 const dst = pd.allocBuffer(1 << 16, { access: rw });
 const wr = a.prepareSend({

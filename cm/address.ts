@@ -7,9 +7,8 @@
  * @module
  */
 
-import { layoutFor } from "../types/layout.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
-import { native } from "../ffi/native.ts";
+import { layouts } from "../ffi/native.ts";
 
 /** `AF_INET`. */
 export const AF_INET = 2;
@@ -42,10 +41,6 @@ export type AddressInput = SocketAddress | { address: string; port?: number };
 
 /** The size of the native buffer that holds any sockaddr (`sockaddr_storage`). */
 export const SOCKADDR_STORAGE_SIZE = 128;
-
-function layouts() {
-  return layoutFor(native().arch);
-}
 
 /** Parses dotted-quad IPv4 text into 4 bytes, or returns null. */
 export function parseIPv4(text: string): Uint8Array | null {

@@ -5,13 +5,12 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
-import { layoutFor } from "../types/layout.ts";
+import { layouts, native } from "../ffi/native.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { PortSpace, RaiFlags } from "../types/enums.ts";
 import { nativeError } from "../ffi/errors.ts";
 import { AF_IB, AF_INET, AF_INET6, decodeSockaddr, type SocketAddress } from "./address.ts";
-import { copyFromNative } from "./memory.ts";
+import { copyBytes, NativeBlock } from "../ffi/memory.ts";
 
 /** Hints for {@link getAddrInfo}. */
 export interface AddrInfoHints {
@@ -67,50 +66,57 @@ function familyName(f: number): AddrInfo["family"] {
 export function getAddrInfo(
   node: string | null,
   service: string | number | null,
-  hints: AddrInfoHints = {},
+  hints_: AddrInfoHints = {},
 ): AddrInfo[] {
+  if (typeof hints_ !== "object" || hints_ === null) {
+    throw new InvalidArgumentError("getAddrInfo: hints must be an object");
+  }
+  if (node !== null && typeof node !== "string") {
+    throw new InvalidArgumentError("getAddrInfo: node must be a string or null");
+  }
+  if (service !== null && typeof service !== "string" && !Number.isInteger(service)) {
+    throw new InvalidArgumentError("getAddrInfo: service must be a port number, a name or null");
+  }
   if (node === null && service === null) {
     throw new InvalidArgumentError("getAddrInfo: node and service cannot both be null");
   }
-  if (hints.family !== undefined && !(hints.family in FAMILIES)) {
-    throw new InvalidArgumentError(`getAddrInfo: unknown family ${hints.family}`);
+  if (hints_.family !== undefined && !(hints_.family in FAMILIES)) {
+    throw new InvalidArgumentError(`getAddrInfo: unknown family ${hints_.family}`);
   }
   if (
-    hints.portSpace !== undefined && !Object.values(PortSpace).includes(hints.portSpace as never)
+    hints_.portSpace !== undefined && !Object.values(PortSpace).includes(hints_.portSpace as never)
   ) {
-    throw new InvalidArgumentError(`getAddrInfo: unknown port space ${hints.portSpace}`);
+    throw new InvalidArgumentError(`getAddrInfo: unknown port space ${hints_.portSpace}`);
   }
   const n = native();
-  const L = layoutFor(n.arch);
-  const A = L.rdma_addrinfo;
-  const hintsPtr = n.alloc(A.size, 8);
-  const resPtr = n.alloc(8, 8);
-  const nodeBytes = node === null ? null : n.cstringBytes(node);
-  const svcBytes = service === null ? null : n.cstringBytes(String(service));
-  const nodePtr = nodeBytes ? n.alloc(nodeBytes.length, 8) : null;
-  const svcPtr = svcBytes ? n.alloc(svcBytes.length, 8) : null;
+  const A = layouts().rdma_addrinfo;
+  const hints = new NativeBlock(A.size, 8);
+  const res = new NativeBlock(8, 8);
+  const nodeBlock = node === null ? null : NativeBlock.from(n.cstringBytes(node));
+  const svcBlock = service === null ? null : NativeBlock.from(n.cstringBytes(String(service)));
   try {
-    if (nodePtr && nodeBytes) {
-      new Uint8Array(n.arrayBuffer(nodePtr, nodeBytes.length)).set(nodeBytes);
-    }
-    if (svcPtr && svcBytes) new Uint8Array(n.arrayBuffer(svcPtr, svcBytes.length)).set(svcBytes);
-    const hv = new DataView(n.arrayBuffer(hintsPtr, A.size));
+    const hv = hints.view;
     let flags = 0;
-    if (hints.passive) flags |= RaiFlags.PASSIVE;
-    if (hints.numericHost) flags |= RaiFlags.NUMERICHOST;
-    if (hints.noRoute) flags |= RaiFlags.NOROUTE;
-    if (hints.family) flags |= RaiFlags.FAMILY;
+    if (hints_.passive) flags |= RaiFlags.PASSIVE;
+    if (hints_.numericHost) flags |= RaiFlags.NUMERICHOST;
+    if (hints_.noRoute) flags |= RaiFlags.NOROUTE;
+    if (hints_.family) flags |= RaiFlags.FAMILY;
     hv.setInt32(A.fields.ai_flags.offset, flags, true);
-    hv.setInt32(A.fields.ai_family.offset, hints.family ? FAMILIES[hints.family] : 0, true);
-    hv.setInt32(A.fields.ai_qp_type.offset, hints.qpType ?? 0, true);
-    hv.setInt32(A.fields.ai_port_space.offset, hints.portSpace ?? 0, true);
+    hv.setInt32(A.fields.ai_family.offset, hints_.family ? FAMILIES[hints_.family] : 0, true);
+    hv.setInt32(A.fields.ai_qp_type.offset, hints_.qpType ?? 0, true);
+    hv.setInt32(A.fields.ai_port_space.offset, hints_.portSpace ?? 0, true);
     n.setErrno(0);
-    const rc = n.rdmacm.rdma_getaddrinfo(nodePtr, svcPtr, hintsPtr, resPtr);
+    const rc = n.rdmacm.rdma_getaddrinfo(
+      nodeBlock?.ptr ?? null,
+      svcBlock?.ptr ?? null,
+      hints.ptr,
+      res.ptr,
+    );
     if (rc !== 0) {
       const errno = n.errno();
       throw nativeError("rdma_getaddrinfo", errno || Math.abs(rc), `${node}:${service}`);
     }
-    const head = n.readPointer(resPtr, 0);
+    const head = res.pointerAt(0);
     const out: AddrInfo[] = [];
     try {
       for (let p = head; p !== null; p = n.readPointer(p, A.fields.ai_next.offset)) {
@@ -118,7 +124,7 @@ export function getAddrInfo(
         const addr = (ptrOff: number, lenOff: number) => {
           const ap = n.readPointer(p, ptrOff);
           const len = v.getUint32(lenOff, true);
-          return ap === null || len === 0 ? null : decodeSockaddr(copyFromNative(ap, len));
+          return ap === null || len === 0 ? null : decodeSockaddr(copyBytes(ap, len));
         };
         const conn = n.readPointer(p, A.fields.ai_connect.offset);
         out.push({
@@ -130,7 +136,7 @@ export function getAddrInfo(
           destination: addr(A.fields.ai_dst_addr.offset, A.fields.ai_dst_len.offset),
           sourceName: n.cstring(n.readPointer(p, A.fields.ai_src_canonname.offset)),
           destinationName: n.cstring(n.readPointer(p, A.fields.ai_dst_canonname.offset)),
-          connectData: copyFromNative(
+          connectData: copyBytes(
             conn,
             Number(v.getBigUint64(A.fields.ai_connect_len.offset, true)),
           ),
@@ -142,9 +148,9 @@ export function getAddrInfo(
     }
     return out;
   } finally {
-    n.free(hintsPtr);
-    n.free(resPtr);
-    n.free(nodePtr);
-    n.free(svcPtr);
+    hints.free();
+    res.free();
+    nodeBlock?.free();
+    svcBlock?.free();
   }
 }

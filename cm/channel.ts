@@ -1,164 +1,151 @@
 /**
- * The rdma_cm event channel: a non-blocking fd that signals readability, from
- * which events are read, copied out and acked at once, and routed to the
- * {@link CmId} they concern.
+ * The rdma_cm event channel: a non-blocking fd that signals readability, from which events are
+ * read, copied out and acked at once, and routed to the {@link CmId} they concern.
  *
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { layoutFor } from "../types/layout.ts";
-import { ClosedError, InvalidArgumentError, NoDeviceError } from "../types/errors.ts";
-import { Errno } from "../types/errno.ts";
+import { DevicePermissionError, InvalidArgumentError, NoDeviceError } from "../types/errors.ts";
+import { Errno, errnoName } from "../types/errno.ts";
 import { CmEventType, PortSpace } from "../types/enums.ts";
 import { nativeError, throwErrno } from "../ffi/errors.ts";
 import { setNonBlocking } from "../ffi/fd.ts";
-import { type CmEvent, decodeEvent } from "./event.ts";
-import { CmId } from "./id.ts";
+import { NativeBlock } from "../ffi/memory.ts";
+import { isInstance, NativeResource } from "../ffi/resource.ts";
+import type { HoldCounter } from "../poller/wait.ts";
 import { type FdWatch, Poller } from "../poller/poller.ts";
+import { type CmEvent, decodeEvent } from "./event.ts";
+import { adoptId, CmId, deliverEvent } from "./id.ts";
 
-const leaks = new FinalizationRegistry<string>((what) => {
-  console.warn(`@rdma/verbs: an ${what} was garbage-collected without close(); it leaks`);
-});
+/** Options of a {@link CmEventChannel}. */
+export interface CmEventChannelOptions {
+  /** The poller awaited operations wait through (default: the shared `Poller.default()`). */
+  poller?: Poller;
+}
 
 /**
- * An rdma_cm event channel (`rdma_create_event_channel`). Its fd is
- * `O_NONBLOCK`; {@link EventChannel.getEvent} returns null when nothing is
- * pending. The promise-shaped operations of {@link CmId} read the channel
- * through the poller; a program that reads events itself with `getEvent()`
- * must not also await those operations on the same channel.
+ * An rdma_cm event channel (`rdma_create_event_channel`). Its fd is `O_NONBLOCK`;
+ * {@link CmEventChannel.getEvent} returns null when nothing is pending. The promise-shaped
+ * operations of {@link CmId} read the channel through the poller; a program that reads events
+ * itself with `getEvent()` must not also await those operations on the same channel.
  *
- * Closing the channel closes every id on it first (connections, then
- * listeners); every event has already been acked.
+ * Closing the channel closes every id on it first (connections, then listeners); every event
+ * has already been acked.
  */
-export class EventChannel implements Disposable {
+export class CmEventChannel extends NativeResource implements HoldCounter {
   /** The `struct rdma_event_channel *`. */
   readonly ptr: NativePointer;
   /** The channel's file descriptor (non-blocking). */
   readonly fd: number;
-  #closed = false;
-  #closing = false;
   readonly #ids = new Map<bigint, CmId>();
-  readonly #evPtr: NativePointer;
-  #waiters = 0;
+  readonly #out: NativeBlock;
+  #holds = 0;
   #watch: FdWatch | null = null;
   readonly #poller: Poller | undefined;
 
   /**
-   * Creates an event channel; throws {@link NoDeviceError} when the machine has
-   * no RDMA. Awaited operations wait on `options.poller` (default: the shared
-   * {@link Poller.default}).
+   * Creates an event channel; throws NoDeviceError when the machine has no RDMA. Awaited
+   * operations wait on `options.poller` (default: the shared `Poller.default()`).
    */
-  constructor(options: { poller?: Poller } = {}) {
-    this.#poller = options.poller;
+  constructor(options: CmEventChannelOptions = {}) {
+    if (options.poller !== undefined && !(options.poller instanceof Poller)) {
+      throw new InvalidArgumentError("poller must be a Poller");
+    }
     const n = native();
     n.setErrno(0);
     const p = n.rdmacm.rdma_create_event_channel();
     if (p === null) {
       const errno = n.errno();
       if (errno === Errno.ENODEV || errno === Errno.ENOSYS || errno === Errno.ENOENT) {
-        throw new NoDeviceError(`rdma_create_event_channel failed with errno ${errno}`);
+        throw new NoDeviceError(`rdma_create_event_channel failed with ${errnoName(errno)}`);
+      }
+      if (errno === Errno.EACCES || errno === Errno.EPERM) {
+        throw new DevicePermissionError("rdma_create_event_channel", "/dev/infiniband/rdma_cm");
       }
       throw nativeError("rdma_create_event_channel", errno);
     }
-    this.ptr = p;
-    const L = layoutFor(n.arch);
-    this.fd = new DataView(n.arrayBuffer(p, L.rdma_event_channel.size)).getInt32(
-      L.rdma_event_channel.fields.fd.offset,
-      true,
-    );
+    const L = layouts().rdma_event_channel;
+    const fd = new DataView(n.arrayBuffer(p, L.size)).getInt32(L.fields.fd.offset, true);
     try {
-      setNonBlocking(this.fd, "rdma_cm event channel");
+      setNonBlocking(fd, "rdma_cm event channel");
     } catch (e) {
       n.rdmacm.rdma_destroy_event_channel(p);
       throw e;
     }
-    this.#evPtr = n.alloc(8, 8);
-    leaks.register(this, "EventChannel", this);
+    super("CmEventChannel", []);
+    this.ptr = p;
+    this.fd = fd;
+    this.#poller = options.poller;
+    this.#out = new NativeBlock(8, 8);
   }
 
-  /** True once closed. */
-  get closed(): boolean {
-    return this.#closed;
-  }
-
-  /** The ids on this channel. */
+  /** The open ids on this channel. */
   get ids(): CmId[] {
-    return [...this.#ids.values()];
-  }
-
-  /** Throws {@link ClosedError} when closed. */
-  assertOpen(): void {
-    if (this.#closed) throw new ClosedError("EventChannel");
+    return this.dependents().filter((d): d is CmId => isInstance(d, CmId));
   }
 
   /**
-   * Creates a CM id on this channel (`rdma_create_id`) in a port space:
-   * `"TCP"` (RC, the default), `"UDP"` (UD), `"IB"` (RC or UD over native IB
-   * addressing) or `"IPOIB"`.
+   * Creates a CM id on this channel (`rdma_create_id`) in a port space: `"TCP"` (RC, the
+   * default), `"UDP"` (UD), `"IB"` (RC or UD over native IB addressing) or `"IPOIB"`.
    */
-  createId(portSpace: keyof typeof PortSpace | number = "TCP"): CmId {
+  createId(portSpace: keyof typeof PortSpace | PortSpace = "TCP"): CmId {
     this.assertOpen();
     const ps = typeof portSpace === "number" ? portSpace : PortSpace[portSpace];
     if (!Object.values(PortSpace).includes(ps as PortSpace)) {
-      throw new InvalidArgumentError(`createId: unknown port space ${portSpace}`);
+      throw new InvalidArgumentError(`createId: unknown port space ${String(portSpace)}`);
     }
     const n = native();
-    const out = n.alloc(8, 8);
-    try {
-      if (n.rdmacm.rdma_create_id(this.ptr, out, null, ps) !== 0) {
-        const errno = n.errno();
-        if (errno === Errno.ENODEV) throw new NoDeviceError("rdma_create_id failed with ENODEV");
-        throw nativeError("rdma_create_id", errno);
-      }
-      return this.#adopt(n.readPointer(out, 0) as NativePointer);
-    } finally {
-      n.free(out);
+    if (n.rdmacm.rdma_create_id(this.ptr, this.#out.ptr, null, ps) !== 0) {
+      const errno = n.errno();
+      if (errno === Errno.ENODEV) throw new NoDeviceError("rdma_create_id failed with ENODEV");
+      throw nativeError("rdma_create_id", errno);
     }
+    return this.#adopt(this.#out.pointerAt(0)!);
   }
 
   #adopt(p: NativePointer): CmId {
-    const id = new CmId(this, p);
+    const id = adoptId(this, p);
     this.#ids.set(native().address(p), id);
     return id;
   }
 
-  /** @internal Forgets an id that was destroyed. */
-  _forget(id: CmId): void {
-    this.#ids.delete(native().address(id.ptr));
+  #idAt(p: NativePointer): CmId | undefined {
+    const key = native().address(p);
+    const id = this.#ids.get(key);
+    if (id?.closed) {
+      // its pointer was freed; librdmacm may hand out the same address again
+      this.#ids.delete(key);
+      return undefined;
+    }
+    return id;
   }
 
   /**
-   * Reads one event without blocking (`rdma_get_cm_event`), copies it out and
-   * acks it at once; null when none is pending. On CONNECT_REQUEST the event's
-   * `id` is a new {@link CmId} for the incoming connection. The event is not
-   * delivered to waiting operations; use {@link EventChannel.dispatch} for that.
+   * Reads one event without blocking (`rdma_get_cm_event`), copies it out and acks it at once;
+   * null when none is pending. On CONNECT_REQUEST the event's `id` is a new {@link CmId} for the
+   * incoming connection. The event is not delivered to waiting operations; use
+   * {@link CmEventChannel.dispatch} for that.
    */
   getEvent(): CmEvent | null {
     this.assertOpen();
     const n = native();
-    if (n.rdmacm.rdma_get_cm_event(this.ptr, this.#evPtr) !== 0) {
+    if (n.rdmacm.rdma_get_cm_event(this.ptr, this.#out.ptr) !== 0) {
       const errno = n.errno();
       if (errno === Errno.EAGAIN || errno === Errno.EINTR) return null;
       throwErrno("rdma_get_cm_event");
     }
-    const ev = n.readPointer(this.#evPtr, 0) as NativePointer;
+    const ev = this.#out.pointerAt(0)!;
     let raw;
     try {
       raw = decodeEvent(ev);
     } finally {
       n.rdmacm.rdma_ack_cm_event(ev);
     }
-    const listenId = raw.listenPtr === null
-      ? null
-      : this.#ids.get(n.address(raw.listenPtr)) ?? null;
-    let id = this.#ids.get(n.address(raw.idPtr));
-    if (!id) {
-      // a new id: an incoming connection request (or an id created behind our back)
-      id = this.#adopt(raw.idPtr);
-      if (raw.type === CmEventType.CONNECT_REQUEST && listenId) id._setListener(listenId);
-    }
+    const listenId = raw.listenPtr === null ? null : this.#idAt(raw.listenPtr) ?? null;
+    // a new id: an incoming connection request (or an id created behind our back)
+    const id = this.#idAt(raw.idPtr) ?? this.#adopt(raw.idPtr);
     return {
       type: raw.type,
       name: raw.name,
@@ -172,25 +159,25 @@ export class EventChannel implements Disposable {
   }
 
   /**
-   * Reads every pending event and delivers each to its id: it settles the
-   * operation that waits for it or is queued on the id (connection requests on
-   * the listener). Returns the number of events read.
+   * Reads every pending event and delivers each to its id: it settles the operation that waits
+   * for it or is queued on the id (connection requests on the listener). Returns the number of
+   * events read.
    */
   dispatch(): number {
     let count = 0;
-    while (!this.#closed) {
+    while (!this.closed) {
       const ev = this.getEvent();
       if (!ev) break;
       count++;
       const target = ev.type === CmEventType.CONNECT_REQUEST && ev.listenId ? ev.listenId : ev.id;
-      target._deliver(ev);
+      deliverEvent(target, ev);
     }
     return count;
   }
 
-  /** @internal An operation starts waiting for an event: watch the fd. */
-  _hold(): void {
-    if (this.#closed) return;
+  /** Keeps the channel's fd watched by the poller (an operation waits for an event). */
+  ref(): void {
+    if (this.closed) return;
     if (!this.#watch || this.#watch.closed) {
       const poller = this.#poller ?? Poller.default();
       // This channel owns the fd, so another watch of the same number is stale: its fd was
@@ -198,41 +185,41 @@ export class EventChannel implements Disposable {
       poller.watchOf(this.fd)?.close();
       this.#watch = poller.register(this.fd, () => this.dispatch());
     }
-    this.#waiters++;
+    this.#holds++;
     this.#watch.ref();
   }
 
-  /** @internal A wait ended. */
-  _release(): void {
-    if (this.#waiters === 0) return;
-    this.#waiters--;
+  /** Ends one {@link CmEventChannel.ref}. */
+  unref(): void {
+    if (this.#holds === 0) return;
+    this.#holds--;
     this.#watch?.unref();
   }
 
   /**
-   * Closes every id on the channel (each disconnects, destroys its QP, then the
-   * id), then destroys the channel. Idempotent.
+   * Closing closes every id on the channel — connections and pending requests first, listeners
+   * after them (each disconnects, destroys its QP, then the id) — then destroys the channel.
    */
-  close(): void {
-    // re-entered when an id that owns the channel closes during this loop
-    if (this.#closed || this.#closing) return;
-    this.#closing = true;
-    const ids = [...this.#ids.values()];
-    // connections and pending requests first, listeners after them
-    for (const id of ids) if (!id.listening) id.close();
-    for (const id of ids) id.close();
-    this.#closed = true;
-    this.#waiters = 0;
-    this.#watch?.close();
-    this.#watch = null;
-    leaks.unregister(this);
-    const n = native();
-    n.rdmacm.rdma_destroy_event_channel(this.ptr);
-    n.free(this.#evPtr);
+  protected override beforeClose(): void {
+    let first: unknown = null;
+    for (const id of this.ids) {
+      if (id.listening) continue;
+      try {
+        id.close();
+      } catch (e) {
+        first ??= e;
+      }
+    }
+    if (first !== null) throw first;
   }
 
-  /** Alias of {@link EventChannel.close}. */
-  [Symbol.dispose](): void {
-    this.close();
+  /** Releases the native object (called once by `close()`). */
+  protected destroy(): void {
+    this.#holds = 0;
+    this.#watch?.close();
+    this.#watch = null;
+    this.#ids.clear();
+    native().rdmacm.rdma_destroy_event_channel(this.ptr);
+    this.#out.free();
   }
 }

@@ -6,9 +6,9 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts } from "../ffi/native.ts";
+import { NativeBlock } from "../ffi/memory.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { layoutFor } from "../types/layout.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { PrivateDataLimits } from "../types/enums.ts";
 
@@ -105,21 +105,22 @@ export function encodeConnParam(
   param: ConnParam,
   ctx: PrivateDataContext,
 ): NativeConnParam {
+  if (typeof param !== "object" || param === null) {
+    throw new InvalidArgumentError(`${op}: the connection parameters must be an object`);
+  }
   checkPrivateData(op, param.privateData, ctx);
   const responder = u("responderResources", param.responderResources, 255, 1);
   const initiator = u("initiatorDepth", param.initiatorDepth, 255, 1);
   const retry = u("retryCount", param.retryCount, 7, 7);
   const rnr = u("rnrRetryCount", param.rnrRetryCount, 7, 7);
   const qpNum = u("qpNum", param.qpNum, 0xffffff, 0);
-  const n = native();
-  const C = layoutFor(n.arch).rdma_conn_param;
+  const C = layouts().rdma_conn_param;
   const pd = param.privateData && param.privateData.length > 0 ? param.privateData : null;
-  const ptr = n.alloc(C.size, 8);
-  const data = pd ? n.alloc(pd.length, 8) : null;
-  if (data && pd) new Uint8Array(n.arrayBuffer(data, pd.length)).set(pd);
-  const v = new DataView(n.arrayBuffer(ptr, C.size));
+  const block = new NativeBlock(C.size, 8);
+  const data = pd ? NativeBlock.from(pd) : null;
+  const v = block.view;
   const f = C.fields;
-  n.writePointer(ptr, f.private_data.offset, data);
+  block.setPointer(f.private_data.offset, data?.ptr ?? null);
   v.setUint8(f.private_data_len.offset, pd ? pd.length : 0);
   v.setUint8(f.responder_resources.offset, responder);
   v.setUint8(f.initiator_depth.offset, initiator);
@@ -128,14 +129,11 @@ export function encodeConnParam(
   v.setUint8(f.rnr_retry_count.offset, rnr);
   v.setUint8(f.srq.offset, param.srq ? 1 : 0);
   v.setUint32(f.qp_num.offset, qpNum, true);
-  let freed = false;
   return {
-    ptr,
+    ptr: block.ptr,
     free() {
-      if (freed) return;
-      freed = true;
-      n.free(ptr);
-      n.free(data);
+      block.free();
+      data?.free();
     },
   };
 }

@@ -8,16 +8,20 @@
 
 import { InvalidArgumentError } from "../types/errors.ts";
 import type { PortSpace } from "../types/enums.ts";
-import type { SocketAddress } from "./address.ts";
-import { EventChannel } from "./channel.ts";
+import { parseIPv4, parseIPv6, type SocketAddress } from "./address.ts";
+import { getAddrInfo } from "./addrinfo.ts";
+import { CmEventChannel } from "./channel.ts";
 import type { ConnParam } from "./conn_param.ts";
 import type { CmEvent } from "./event.ts";
-import type { CmId, CmWaitOptions } from "./id.ts";
+import { type CmId, ownChannel } from "./id.ts";
+import type { WaitOptions } from "../poller/wait.ts";
 
 /** Options of {@link listen}. */
 export interface ListenOptions {
-  /** Local address to bind ("0.0.0.0" / "::" for any). */
-  address: string;
+  /** Local address or host name to bind (default "0.0.0.0", any IPv4 address; "::" for any). */
+  hostname?: string;
+  /** Former name of `hostname` (kept as an alias). */
+  address?: string;
   /** Local port; 0 (default) picks a free one. */
   port?: number;
   /** Pending connection requests the kernel queues (0 = its default). */
@@ -25,7 +29,7 @@ export interface ListenOptions {
   /** Port space (default `"TCP"`: RC; `"UDP"` for UD). */
   portSpace?: keyof typeof PortSpace;
   /** Event channel to use; by default the listener gets its own and closes it. */
-  channel?: EventChannel;
+  channel?: CmEventChannel;
   /** Sets `RDMA_OPTION_ID_REUSEADDR` before binding. */
   reuseAddress?: boolean;
 }
@@ -58,7 +62,7 @@ export class Listener implements Disposable {
   }
 
   /** The next incoming connection request. */
-  accept(options: CmWaitOptions = {}): Promise<CmId> {
+  accept(options: WaitOptions = {}): Promise<CmId> {
     return this.id.getRequest(options);
   }
 
@@ -78,29 +82,59 @@ export class Listener implements Disposable {
   }
 }
 
-/** Creates an id, binds it and listens. */
-export function listen(options: ListenOptions): Listener {
-  const own = !options.channel;
-  const channel = options.channel ?? new EventChannel();
-  let id: CmId | undefined;
+/** A new id on `channel`, or on a channel of its own that it closes when it closes. */
+function newId(channel: CmEventChannel | undefined, portSpace: keyof typeof PortSpace): CmId {
+  if (channel) return channel.createId(portSpace);
+  const own = new CmEventChannel();
   try {
-    id = channel.createId(options.portSpace ?? "TCP");
-    if (own) id._ownChannel();
-    if (options.reuseAddress) id.setReuseAddress(true);
-    id.bind({ address: options.address, port: options.port ?? 0 });
-    id.listen(options.backlog ?? 0);
-    return new Listener(id);
+    const id = own.createId(portSpace);
+    ownChannel(id);
+    return id;
   } catch (e) {
-    if (id) id.close();
-    else if (own) channel.close();
+    own.close();
     throw e;
   }
 }
 
-/** Options of {@link connect}. */
-export interface ConnectOptions extends ConnParam, CmWaitOptions {
-  /** Destination address (numeric IPv4/IPv6). */
-  address: string;
+/**
+ * A numeric address for `host`: itself when numeric, else the first address `rdma_getaddrinfo`
+ * resolves it to (local ones for a listener).
+ */
+export function numericHost(host: string, passive: boolean): string {
+  if (typeof host !== "string" || host === "") {
+    throw new InvalidArgumentError(`hostname must be a non-empty string, got ${String(host)}`);
+  }
+  if (parseIPv4(host) || parseIPv6(host)) return host;
+  const found = getAddrInfo(host, null, { passive, noRoute: true });
+  const a = passive ? found[0]?.source : found[0]?.destination;
+  if (!a) throw new InvalidArgumentError(`hostname "${host}" resolves to no address`);
+  return a.address;
+}
+
+/** Creates an id, binds it and listens. */
+export function listen(options: ListenOptions): Listener {
+  if (typeof options !== "object" || options === null) {
+    throw new InvalidArgumentError("listen options must be an object");
+  }
+  const host = numericHost(options.hostname ?? options.address ?? "0.0.0.0", true);
+  const id = newId(options.channel, options.portSpace ?? "TCP");
+  try {
+    if (options.reuseAddress) id.setReuseAddress(true);
+    id.bind({ address: host, port: options.port ?? 0 });
+    id.listen(options.backlog ?? 0);
+    return new Listener(id);
+  } catch (e) {
+    id.close();
+    throw e;
+  }
+}
+
+/** Options of {@link connect}: where to connect, the connection parameters and the wait bounds. */
+export interface CmConnectOptions extends ConnParam, WaitOptions {
+  /** Destination host name or numeric IPv4/IPv6 address (names resolve through `rdma_getaddrinfo`). */
+  hostname?: string;
+  /** Former name of `hostname` (kept as an alias). */
+  address?: string;
   /** Destination port. */
   port: number;
   /** Local address to resolve from. */
@@ -108,7 +142,7 @@ export interface ConnectOptions extends ConnParam, CmWaitOptions {
   /** Port space (default `"TCP"`: RC; `"UDP"` for UD). */
   portSpace?: keyof typeof PortSpace;
   /** Event channel to use; by default the id gets its own and closes it. */
-  channel?: EventChannel;
+  channel?: CmEventChannel;
   /** Kernel timeout of address and of route resolution, ms (default 2000). */
   resolveTimeoutMs?: number;
   /** Type of service for the connection. */
@@ -133,17 +167,19 @@ export interface Connection {
  * connects. On any failure the id is closed and the error (a
  * {@link CmEventError} for REJECTED/UNREACHABLE/...) is thrown.
  */
-export async function connect(options: ConnectOptions): Promise<Connection> {
-  const own = !options.channel;
-  const channel = options.channel ?? new EventChannel();
-  let id: CmId | undefined;
+export async function connect(options: CmConnectOptions): Promise<Connection> {
+  if (typeof options !== "object" || options === null) {
+    throw new InvalidArgumentError("connect options must be an object");
+  }
+  const target = options.hostname ?? options.address;
+  if (target === undefined) throw new InvalidArgumentError("connect: hostname is required");
+  const host = numericHost(target, false);
+  const id = newId(options.channel, options.portSpace ?? "TCP");
   try {
-    id = channel.createId(options.portSpace ?? "TCP");
-    if (own) id._ownChannel();
     const wait = { signal: options.signal, timeout: options.timeout };
     if (options.tos !== undefined) id.setTos(options.tos);
     await id.resolveAddress(
-      { address: options.address, port: options.port },
+      { address: host, port: options.port },
       {
         ...wait,
         source: options.source === undefined ? undefined : { address: options.source },
@@ -155,8 +191,7 @@ export async function connect(options: ConnectOptions): Promise<Connection> {
     const event = await id.connect(options, wait);
     return { id, event };
   } catch (e) {
-    if (id) id.close();
-    else if (own) channel.close();
+    id.close();
     throw e;
   }
 }

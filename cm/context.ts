@@ -8,15 +8,15 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { layoutFor } from "../types/layout.ts";
 import { Context } from "../verbs/context.ts";
 
 /** A verbs context that belongs to librdmacm: closing it leaves the device open. */
 class CmContext extends Context {
+  /** Releases the native object (called once by `close()`). */
   protected override destroy(): void {
-    this.objects.clear();
+    // librdmacm owns the device: only this wrapper's children were closed
   }
 }
 
@@ -28,7 +28,7 @@ export function cmContext(verbs: NativePointer): Context {
   const key = n.address(verbs);
   let ctx = contexts.get(key);
   if (!ctx || ctx.closed) {
-    const dev = n.readPointer(verbs, layoutFor(n.arch).ibv_context.fields.device.offset);
+    const dev = n.readPointer(verbs, layouts().ibv_context.fields.device.offset);
     const name = (dev && n.cstring(n.ibverbs.ibv_get_device_name(dev))) ?? "";
     ctx = new CmContext(verbs, name);
     contexts.set(key, ctx);

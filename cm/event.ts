@@ -6,10 +6,11 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer, Pointer } from "../types/ctypes.ts";
-import { layoutFor } from "../types/layout.ts";
 import { cmEventStr, CmEventType, PortSpace } from "../types/enums.ts";
+import { NativeBlock } from "../ffi/memory.ts";
+import { type AhAttrData, decodeAhAttr } from "../verbs/ah.ts";
 import type { CmId } from "./id.ts";
 
 /** The connection parameters of a connected-mode event (`param.conn`). */
@@ -34,45 +35,13 @@ export interface ConnEventParam {
   readonly qpNum: number;
 }
 
-/** The global route of an address handle attribute (`struct ibv_global_route`). */
-export interface GlobalRoute {
-  /** Destination GID (16 bytes). */
-  readonly dgid: Uint8Array;
-  /** Flow label. */
-  readonly flowLabel: number;
-  /** Source GID index. */
-  readonly sgidIndex: number;
-  /** Hop limit. */
-  readonly hopLimit: number;
-  /** Traffic class. */
-  readonly trafficClass: number;
-}
-
-/** An address handle attribute (`struct ibv_ah_attr`) as plain data. */
-export interface AhAttrData {
-  /** The global route header fields (valid when `isGlobal`). */
-  readonly grh: GlobalRoute;
-  /** Destination LID. */
-  readonly dlid: number;
-  /** Service level. */
-  readonly sl: number;
-  /** Source path bits. */
-  readonly srcPathBits: number;
-  /** Static rate. */
-  readonly staticRate: number;
-  /** Whether the GRH is used. */
-  readonly isGlobal: boolean;
-  /** Port number. */
-  readonly portNum: number;
-}
-
 /** The UD parameters of a UD or multicast event (`param.ud`): where to send datagrams. */
 export interface UdEventParam {
   /** The remote QP number (0xffffff for a multicast group). */
   readonly qpNum: number;
   /** The remote Q_Key. */
   readonly qkey: number;
-  /** The address handle attributes to reach the peer or group. */
+  /** The address handle attributes to reach the peer or group (pass them to `pd.createAh`). */
   readonly ahAttr: AhAttrData;
 }
 
@@ -115,20 +84,7 @@ export function cmEventName(type: number): string {
   return EVENT_NAMES.get(type) ?? cmEventStr(type);
 }
 
-/** A scratch area for copying events out with one `memcpy` and one cached view. */
-class Scratch {
-  readonly ptr: NativePointer;
-  readonly view: DataView;
-  readonly bytes: Uint8Array;
-  constructor(size: number) {
-    const n = native();
-    this.ptr = n.alloc(size, 8);
-    const buf = n.arrayBuffer(this.ptr, size);
-    this.view = new DataView(buf);
-    this.bytes = new Uint8Array(buf);
-  }
-}
-let scratch: Scratch | undefined;
+let scratch: NativeBlock | undefined;
 const PD_MAX = 256;
 
 function isUdSpace(ps: number): boolean {
@@ -141,11 +97,11 @@ function isUdSpace(ps: number): boolean {
  */
 export function decodeEvent(ev: NativePointer): RawEvent {
   const n = native();
-  const L = layoutFor(n.arch);
+  const L = layouts();
   const E = L.rdma_cm_event;
   const f = E.fields;
   const psOff = L.rdma_cm_id.fields.ps.offset;
-  const s = scratch ??= new Scratch(E.size + 8 + PD_MAX);
+  const s = scratch ??= new NativeBlock(E.size + 8 + PD_MAX, 8);
   n.libc.memcpy(s.ptr, ev, E.size);
   const v = s.view;
   const idPtr = n.readPointer(s.ptr, f.id.offset) as NativePointer;
@@ -168,25 +124,10 @@ export function decodeEvent(ev: NativePointer): RawEvent {
   let conn: ConnEventParam | null = null;
   let udp: UdEventParam | null = null;
   if (ud) {
-    const dg = f["param.ud.ah_attr.grh.dgid"].offset;
     udp = {
       qpNum: v.getUint32(f["param.ud.qp_num"].offset, true),
       qkey: v.getUint32(f["param.ud.qkey"].offset, true),
-      ahAttr: {
-        grh: {
-          dgid: s.bytes.slice(dg, dg + 16),
-          flowLabel: v.getUint32(f["param.ud.ah_attr.grh.flow_label"].offset, true),
-          sgidIndex: v.getUint8(f["param.ud.ah_attr.grh.sgid_index"].offset),
-          hopLimit: v.getUint8(f["param.ud.ah_attr.grh.hop_limit"].offset),
-          trafficClass: v.getUint8(f["param.ud.ah_attr.grh.traffic_class"].offset),
-        },
-        dlid: v.getUint16(f["param.ud.ah_attr.dlid"].offset, true),
-        sl: v.getUint8(f["param.ud.ah_attr.sl"].offset),
-        srcPathBits: v.getUint8(f["param.ud.ah_attr.src_path_bits"].offset),
-        staticRate: v.getUint8(f["param.ud.ah_attr.static_rate"].offset),
-        isGlobal: v.getUint8(f["param.ud.ah_attr.is_global"].offset) !== 0,
-        portNum: v.getUint8(f["param.ud.ah_attr.port_num"].offset),
-      },
+      ahAttr: decodeAhAttr(v, f["param.ud.ah_attr"].offset),
     };
   } else {
     conn = {

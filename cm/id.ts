@@ -1,38 +1,41 @@
 /**
- * `struct rdma_cm_id`: one connection manager endpoint — a listener, a
- * connection (RC) or a datagram endpoint (UD) — with promise-shaped operations
- * whose results arrive as events on its {@link EventChannel}.
+ * `struct rdma_cm_id`: one connection manager endpoint — a listener, a connection (RC) or a
+ * datagram endpoint (UD) — with promise-shaped operations whose results arrive as events on its
+ * {@link CmEventChannel}. Event routing lives in `id-events.ts`, options and multicast in
+ * `id-options.ts`.
  *
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { layoutFor } from "../types/layout.ts";
 import {
   AbortedError,
   ClosedError,
-  CmEventError,
   InvalidArgumentError,
-  type RdmaError,
   UnsupportedError,
 } from "../types/errors.ts";
 import { Errno } from "../types/errno.ts";
-import { CmEventType, OptionId, OptionLevel, PortSpace, QpState } from "../types/enums.ts";
-import { nativeError, strerror } from "../ffi/errors.ts";
+import { CmEventType, PortSpace, QpState } from "../types/enums.ts";
+import { checkCall, nativeError, strerror } from "../ffi/errors.ts";
+import { NativeBlock } from "../ffi/memory.ts";
+import { NativeResource } from "../ffi/resource.ts";
+import { checkWaitOptions, type WaitOptions } from "../poller/wait.ts";
 import type { Context } from "../verbs/context.ts";
 import type { ProtectionDomain } from "../verbs/pd.ts";
-import type { QueuePair } from "../verbs/qp.ts";
+import { type QueuePair, recordQpState } from "../verbs/qp.ts";
+import type { QpInit } from "../verbs/qp-init.ts";
 import { cmContext } from "./context.ts";
-import { type CmQpInit, createCmQp } from "./qp.ts";
+import { createCmQp } from "./qp.ts";
 import {
   type AddressInput,
   AF_IB,
   decodeSockaddr,
   encodeSockaddr,
+  SOCKADDR_STORAGE_SIZE,
   type SocketAddress,
 } from "./address.ts";
-import type { EventChannel } from "./channel.ts";
+import type { CmEventChannel } from "./channel.ts";
 import {
   checkPrivateData,
   type ConnParam,
@@ -40,96 +43,72 @@ import {
   type PrivateDataContext,
 } from "./conn_param.ts";
 import type { CmEvent } from "./event.ts";
-import { toNative } from "./memory.ts";
+import { failure, IdEvents } from "./id-events.ts";
+import { joinMulticast, leaveMulticast, setIdOption } from "./id-options.ts";
+import { OptionId } from "../types/enums.ts";
 
-/** Options of every operation that waits for an event. */
-export interface CmWaitOptions {
-  /** Rejects the wait with {@link AbortedError} when aborted (the C operation is not undone). */
-  signal?: AbortSignal;
-  /** Rejects the wait with {@link AbortedError} after this many milliseconds. */
-  timeout?: number;
+/** How to create a QP on a CM id: the verbs {@link QpInit}; the type defaults from the port space. */
+export type CmQpInit = Omit<QpInit, "type"> & { readonly type?: QpInit["type"] };
+
+/** Options of resolution: the wait's bounds and the kernel's own limit. */
+export interface ResolveOptions extends WaitOptions {
+  /** The kernel's resolution timeout in ms (default 2000). */
+  timeoutMs?: number;
 }
 
-/** The events that fail the operation waiting on the id. */
-const FAILURES: ReadonlySet<number> = new Set([
-  CmEventType.ADDR_ERROR,
-  CmEventType.ROUTE_ERROR,
-  CmEventType.CONNECT_ERROR,
-  CmEventType.UNREACHABLE,
-  CmEventType.REJECTED,
-  CmEventType.DEVICE_REMOVAL,
-  CmEventType.MULTICAST_ERROR,
-]);
+const construct = Symbol("CmId");
 
-interface Waiter {
-  op: string;
-  types: readonly number[];
-  resolve(ev: CmEvent): void;
-  reject(e: Error): void;
-}
-
-/** The most queued events an id keeps for later waits; older ones are dropped. */
-const QUEUE_MAX = 256;
+let deliverTo: (id: CmId, ev: CmEvent) => void;
+let setOwnsChannel: (id: CmId) => void;
 
 /**
- * One rdma_cm id. Create it with {@link EventChannel.createId} (or the
- * `listen`/`connect` helpers); incoming connections arrive as ids from
- * {@link CmId.getRequest}.
+ * One rdma_cm id. Create it with {@link CmEventChannel.createId} (or the `listen`/`connect`
+ * helpers); incoming connections arrive as ids from {@link CmId.getRequest}.
  *
- * Teardown is ordered for the caller: {@link CmId.close} disconnects a
- * connected id, destroys its QP, then the id; {@link CmId.disconnect} also
- * waits until the peer has seen the disconnect.
+ * Teardown is ordered for the caller: {@link CmId.close} disconnects a connected id, destroys
+ * its QP, then the id; {@link CmId.disconnect} also waits until the peer has seen the disconnect.
  */
-export class CmId implements Disposable, AsyncDisposable {
+export class CmId extends NativeResource implements AsyncDisposable {
   /** The `struct rdma_cm_id *`. */
   readonly ptr: NativePointer;
   /** The event channel the id reports on. */
-  readonly channel: EventChannel;
+  readonly channel: CmEventChannel;
   /** The port space (`PortSpace.TCP`, `UDP`, `IB`, `IPOIB`). */
-  readonly portSpace: number;
+  readonly portSpace: PortSpace;
   /** On an incoming connection: the event of its CONNECT_REQUEST (peer private data, parameters). */
   request: CmEvent | null = null;
-  #closed = false;
   #listening = false;
   #connected = false;
   #disconnectSeen = false;
   #disconnectSent = false;
   #removed = false;
-  #listener: CmId | null = null;
   #ownsChannel = false;
   #qp: QueuePair | null = null;
   readonly #bytes: Uint8Array;
   readonly #view: DataView;
-  readonly #queue: CmEvent[] = [];
-  readonly #waiters: Waiter[] = [];
-  readonly #requests: CmId[] = [];
-  readonly #disconnectWaiters: Waiter[] = [];
+  readonly #events: IdEvents<CmId>;
 
-  /** @internal Wraps an id the channel created or received; use {@link EventChannel.createId}. */
-  constructor(channel: EventChannel, ptr: NativePointer) {
-    const n = native();
-    const L = layoutFor(n.arch).rdma_cm_id;
+  static {
+    deliverTo = (id, ev) => id.#deliver(ev);
+    setOwnsChannel = (id) => {
+      id.#ownsChannel = true;
+    };
+  }
+
+  /** Not for direct use: ids come from {@link CmEventChannel.createId} and connection requests. */
+  constructor(channel: CmEventChannel, ptr: NativePointer, token: symbol) {
+    if (token !== construct) {
+      throw new InvalidArgumentError("CM ids are made by CmEventChannel.createId()");
+    }
+    super("CmId", [channel]);
+    const L = layouts().rdma_cm_id;
     this.channel = channel;
     this.ptr = ptr;
-    const buf = n.arrayBuffer(ptr, L.size);
+    const buf = native().arrayBuffer(ptr, L.size);
     this.#bytes = new Uint8Array(buf);
     this.#view = new DataView(buf);
-    this.portSpace = this.#view.getUint32(L.fields.ps.offset, true);
-  }
-
-  /** @internal Marks an id from a CONNECT_REQUEST as pending on `listener`. */
-  _setListener(listener: CmId): void {
-    this.#listener = listener;
-  }
-
-  /** @internal The id closes its channel when it closes (the helpers create one per id). */
-  _ownChannel(): void {
-    this.#ownsChannel = true;
-  }
-
-  /** True once closed. */
-  get closed(): boolean {
-    return this.#closed;
+    this.portSpace = this.#view.getUint32(L.fields.ps.offset, true) as PortSpace;
+    this.#events = new IdEvents(channel);
   }
 
   /** True after {@link CmId.listen}. */
@@ -148,46 +127,30 @@ export class CmId implements Disposable, AsyncDisposable {
   }
 
   /** Throws {@link ClosedError} when the id or its channel is closed. */
-  assertOpen(): void {
-    if (this.#closed || this.channel.closed) throw new ClosedError("CmId");
-  }
-
-  #fields() {
-    return layoutFor(native().arch).rdma_cm_id.fields;
+  override assertOpen(): void {
+    if (this.closed || this.channel.closed) throw new ClosedError("CmId");
   }
 
   /** The `struct ibv_context *` the id is bound to (NULL before bind/resolve). */
   get verbsPtr(): NativePointer | null {
     this.assertOpen();
-    return native().readPointer(this.ptr, this.#fields().verbs.offset);
-  }
-
-  /** The `struct ibv_qp *` created on the id, or NULL. */
-  get qpPtr(): NativePointer | null {
-    this.assertOpen();
-    return native().readPointer(this.ptr, this.#fields().qp.offset);
+    return native().readPointer(this.ptr, layouts().rdma_cm_id.fields.verbs.offset);
   }
 
   /** The RDMA port number the id is bound to (0 before bind/resolve). */
   get portNum(): number {
     this.assertOpen();
-    return this.#view.getUint8(this.#fields().port_num.offset);
+    return this.#view.getUint8(layouts().rdma_cm_id.fields.port_num.offset);
   }
 
   /** The QP created on the id with {@link CmId.createQp}, or null. */
   get qp(): QueuePair | null {
-    return this.#qp;
-  }
-
-  /** @internal Attaches the QP that must be destroyed before the id. */
-  _attachQp(qp: QueuePair | null): void {
-    this.#qp = qp;
+    return this.#qp && !this.#qp.closed ? this.#qp : null;
   }
 
   /**
-   * The verbs {@link Context} of the device the id is bound to (librdmacm's
-   * own context): allocate the PD, CQs and MRs of the id's QP from it.
-   * Throws before the address is resolved or bound.
+   * The verbs {@link Context} of the device the id is bound to (librdmacm's own context):
+   * allocate the PD, CQs and MRs of the id's QP from it. Throws before the address is resolved.
    */
   get context(): Context {
     const verbs = this.verbsPtr;
@@ -198,29 +161,39 @@ export class CmId implements Disposable, AsyncDisposable {
   }
 
   /**
-   * Creates the id's QP (`rdma_create_qp`) with this library's PD and CQs and
-   * returns it as a verbs {@link QueuePair}; see {@link createCmQp}. Post
-   * receives before connect/accept.
+   * Creates the id's QP (`rdma_create_qp`) with this library's PD and CQs (from `id.context`)
+   * and returns it as a verbs {@link QueuePair}; it closes before the id. An RC QP is left in
+   * INIT: post receives now, before connect/accept.
    */
   createQp(pd: ProtectionDomain, init: CmQpInit): QueuePair {
-    return createCmQp(this, pd, init);
+    this.assertOpen();
+    if (this.qp) throw new InvalidArgumentError("the CM id already has a QP");
+    const qp = createCmQp(this, pd, init);
+    this.addDependent(qp);
+    this.#qp = qp;
+    return qp;
   }
 
   /**
-   * On iWARP the kernel moves the QP through RTR/RTS during the MPA exchange and to
-   * ERROR on disconnect, without libibverbs seeing it: `qp->state`, which the
-   * verbs layer checks before posting, stays at INIT (and siw's query reports
-   * RESET). The connection manager records the state the connection reached.
-   * On IB/RoCE librdmacm moves the QP itself and the cached state is right.
+   * On iWARP the kernel moves the QP through RTR/RTS during the MPA exchange and to ERROR on
+   * disconnect, without libibverbs seeing it; the connection manager records the state the
+   * connection reached. On IB/RoCE librdmacm moves the QP itself and the cached state is right.
    */
-  #recordIwarpQpState(state: number): void {
-    const qp = this.#qp;
-    if (this.#closed || !qp || qp.closed || this.transport !== "iwarp") return;
-    qp.recordState(state as QpState);
+  #recordIwarpQpState(state: QpState): void {
+    const qp = this.qp;
+    if (this.closed || !qp || this.transport !== "iwarp") return;
+    recordQpState(qp, state);
+  }
+
+  /** librdmacm dereferences the id's device on some paths: refuse them before it is bound. */
+  #requireDevice(op: string, hint: string): void {
+    if (this.verbsPtr === null) {
+      throw new InvalidArgumentError(`${op}: the id is not bound to a device yet (${hint})`);
+    }
   }
 
   #checkUdSupported(op: string): void {
-    if ((this.isUd) && this.transport === "iwarp") {
+    if (this.isUd && this.transport === "iwarp") {
       throw new UnsupportedError(
         op,
         Errno.EOPNOTSUPP,
@@ -233,13 +206,19 @@ export class CmId implements Disposable, AsyncDisposable {
   /** The local address (`route.addr.src_addr`), or null before bind/resolve. */
   get localAddress(): SocketAddress | null {
     this.assertOpen();
-    return decodeSockaddr(this.#bytes, this.#fields()["route.addr.src_storage"].offset);
+    return decodeSockaddr(
+      this.#bytes,
+      layouts().rdma_cm_id.fields["route.addr.src_storage"].offset,
+    );
   }
 
   /** The peer address (`route.addr.dst_addr`), or null when not resolved/connected. */
   get peerAddress(): SocketAddress | null {
     this.assertOpen();
-    return decodeSockaddr(this.#bytes, this.#fields()["route.addr.dst_storage"].offset);
+    return decodeSockaddr(
+      this.#bytes,
+      layouts().rdma_cm_id.fields["route.addr.dst_storage"].offset,
+    );
   }
 
   /** The local port (`rdma_get_src_port`, host order). */
@@ -259,7 +238,7 @@ export class CmId implements Disposable, AsyncDisposable {
     const verbs = this.verbsPtr;
     if (verbs === null) return null;
     const n = native();
-    const L = layoutFor(n.arch);
+    const L = layouts();
     const dev = n.readPointer(verbs, L.ibv_context.fields.device.offset);
     if (dev === null) return null;
     const off = L.ibv_device.fields.transport_type.offset;
@@ -269,90 +248,92 @@ export class CmId implements Disposable, AsyncDisposable {
 
   /** What decides this id's private-data limits. */
   privateDataContext(): PrivateDataContext {
-    const fam = this.#view.getUint16(this.#fields()["route.addr.src_addr.sa_family"].offset, true);
+    const off = layouts().rdma_cm_id.fields["route.addr.src_addr.sa_family"].offset;
+    const fam = this.#view.getUint16(off, true);
     return { transport: this.transport ?? "ib", ud: this.isUd, afIb: fam === AF_IB };
-  }
-
-  #check(op: string, rc: number, context?: string): void {
-    if (rc !== 0) throw nativeError(op, native().errno() || Math.abs(rc), context);
   }
 
   /** Binds the id to a local address and port (`rdma_bind_addr`); port 0 picks one. */
   bind(address: AddressInput): void {
     this.assertOpen();
-    const sa = toNative(encodeSockaddr(address), 128);
+    const sa = NativeBlock.from(encodeSockaddr(address), SOCKADDR_STORAGE_SIZE);
     try {
-      this.#check(
+      checkCall(
         "rdma_bind_addr",
-        native().rdmacm.rdma_bind_addr(this.ptr, sa),
+        native().rdmacm.rdma_bind_addr(this.ptr, sa.ptr),
         `${address.address}:${address.port ?? 0}`,
       );
     } finally {
-      native().free(sa);
+      sa.free();
     }
   }
 
   /**
-   * Resolves a destination address to an RDMA address (`rdma_resolve_addr`),
-   * binding the id to a device; resolves on ADDR_RESOLVED, rejects with
-   * {@link CmEventError} on ADDR_ERROR. `timeoutMs` is the kernel's limit
-   * (default 2000); `options.timeout`/`signal` bound the wait itself.
+   * Resolves a destination address to an RDMA address (`rdma_resolve_addr`), binding the id to
+   * a device; resolves on ADDR_RESOLVED, rejects with CmEventError on ADDR_ERROR. `timeoutMs`
+   * is the kernel's limit (default 2000); `timeout`/`signal` bound the wait itself.
    */
   resolveAddress(
     destination: AddressInput,
-    options: CmWaitOptions & { source?: AddressInput; timeoutMs?: number } = {},
+    options: ResolveOptions & { source?: AddressInput } = {},
   ): Promise<CmEvent> {
     return this.#start("resolveAddress", [CmEventType.ADDR_RESOLVED], options, () => {
       const timeoutMs = kernelTimeout(options.timeoutMs);
-      const dst = toNative(encodeSockaddr(destination), 128);
-      const src = options.source ? toNative(encodeSockaddr(options.source), 128) : null;
+      const dst = NativeBlock.from(encodeSockaddr(destination), SOCKADDR_STORAGE_SIZE);
+      const src = options.source
+        ? NativeBlock.from(encodeSockaddr(options.source), SOCKADDR_STORAGE_SIZE)
+        : null;
       try {
-        this.#check(
+        checkCall(
           "rdma_resolve_addr",
-          native().rdmacm.rdma_resolve_addr(this.ptr, src, dst, timeoutMs),
+          native().rdmacm.rdma_resolve_addr(this.ptr, src?.ptr ?? null, dst.ptr, timeoutMs),
           `${destination.address}:${destination.port ?? 0}`,
         );
       } finally {
-        native().free(dst);
-        native().free(src);
+        dst.free();
+        src?.free();
       }
     });
   }
 
-  /** Resolves the route to the resolved address (`rdma_resolve_route`); resolves on ROUTE_RESOLVED. */
-  resolveRoute(options: CmWaitOptions & { timeoutMs?: number } = {}): Promise<CmEvent> {
+  /**
+   * Resolves the route to the resolved address (`rdma_resolve_route`); resolves on
+   * ROUTE_RESOLVED. Refused with InvalidArgumentError before the address is resolved.
+   */
+  resolveRoute(options: ResolveOptions = {}): Promise<CmEvent> {
     return this.#start("resolveRoute", [CmEventType.ROUTE_RESOLVED], options, () => {
       const timeoutMs = kernelTimeout(options.timeoutMs);
-      this.#check("rdma_resolve_route", native().rdmacm.rdma_resolve_route(this.ptr, timeoutMs));
+      this.#requireDevice("resolveRoute", "await resolveAddress first");
+      checkCall("rdma_resolve_route", native().rdmacm.rdma_resolve_route(this.ptr, timeoutMs));
     });
   }
 
   /** Starts listening (`rdma_listen`) for connection requests; `backlog` 0 means the default. */
   listen(backlog = 0): void {
     this.assertOpen();
-    if (!Number.isInteger(backlog) || backlog < 0) {
+    if (!Number.isInteger(backlog) || backlog < 0 || backlog > 0x7fffffff) {
       throw new InvalidArgumentError(`listen: backlog must be an integer >= 0, got ${backlog}`);
     }
-    this.#check("rdma_listen", native().rdmacm.rdma_listen(this.ptr, backlog));
+    checkCall("rdma_listen", native().rdmacm.rdma_listen(this.ptr, backlog));
     this.#listening = true;
   }
 
   /**
-   * Waits for the next incoming connection request on a listening id and
-   * returns the new id (its `request` holds the peer's private data and
-   * parameters). Accept it with {@link CmId.accept} or refuse it with
-   * {@link CmId.reject}.
+   * Waits for the next incoming connection request on a listening id and returns the new id
+   * (its `request` holds the peer's private data and parameters). Accept it with
+   * {@link CmId.accept} or refuse it with {@link CmId.reject}.
    */
-  getRequest(options: CmWaitOptions = {}): Promise<CmId> {
+  getRequest(options: WaitOptions = {}): Promise<CmId> {
     if (!this.#listening) {
       return Promise.reject(new InvalidArgumentError("getRequest: the id is not listening"));
     }
-    const next = this.#requests.shift();
+    const next = this.#events.requests.shift();
     if (next) return Promise.resolve(next);
     return this.#start("getRequest", [CmEventType.CONNECT_REQUEST], options, () => {}).then(
       (ev) => {
-        const i = this.#requests.indexOf(ev.id);
-        if (i >= 0) this.#requests.splice(i, 1);
+        const requests = this.#events.requests;
+        const i = requests.indexOf(ev.id);
+        if (i >= 0) requests.splice(i, 1);
         return ev.id;
       },
     );
@@ -360,7 +341,7 @@ export class CmId implements Disposable, AsyncDisposable {
 
   /** Connection requests as they arrive (ends when the id is closed). */
   async *[Symbol.asyncIterator](): AsyncGenerator<CmId, void, undefined> {
-    while (!this.#closed) {
+    while (!this.closed) {
       try {
         yield await this.getRequest();
       } catch (e) {
@@ -371,19 +352,19 @@ export class CmId implements Disposable, AsyncDisposable {
   }
 
   /**
-   * Connects (`rdma_connect`) after the route is resolved and, for RC, the QP
-   * is created. Resolves on ESTABLISHED with the event (the peer's private data
-   * and, for UD, the remote QPN, Q_Key and AH attributes); rejects with
-   * {@link CmEventError} on REJECTED (with the peer's reject data),
-   * UNREACHABLE or CONNECT_ERROR. Private data over the limit of the id's
-   * transport is refused before the call.
+   * Connects (`rdma_connect`) after the route is resolved and, for RC, the QP is created.
+   * Resolves on ESTABLISHED with the event (the peer's private data and, for UD, the remote QPN,
+   * Q_Key and AH attributes); rejects with CmEventError on REJECTED (with the peer's reject
+   * data), UNREACHABLE or CONNECT_ERROR. Private data over the limit of the id's transport is
+   * refused before the call.
    */
-  connect(param: ConnParam = {}, options: CmWaitOptions = {}): Promise<CmEvent> {
+  connect(param: ConnParam = {}, options: WaitOptions = {}): Promise<CmEvent> {
     return this.#start("connect", [CmEventType.ESTABLISHED], options, () => {
+      this.#requireDevice("connect", "resolve the address and route first");
       this.#checkUdSupported("rdma_connect");
       const cp = encodeConnParam("connect", param, this.privateDataContext());
       try {
-        this.#check("rdma_connect", native().rdmacm.rdma_connect(this.ptr, cp.ptr));
+        checkCall("rdma_connect", native().rdmacm.rdma_connect(this.ptr, cp.ptr));
       } finally {
         cp.free();
       }
@@ -395,10 +376,10 @@ export class CmId implements Disposable, AsyncDisposable {
   }
 
   /**
-   * Accepts an incoming connection request (`rdma_accept`). For RC resolves on
-   * ESTABLISHED; for UD (SIDR) at once. Post receives before accepting.
+   * Accepts an incoming connection request (`rdma_accept`). For RC resolves on ESTABLISHED;
+   * for UD (SIDR) at once with null. Post receives before accepting.
    */
-  accept(param: ConnParam = {}, options: CmWaitOptions = {}): Promise<CmEvent | null> {
+  accept(param: ConnParam = {}, options: WaitOptions = {}): Promise<CmEvent | null> {
     if (this.isUd) {
       try {
         this.#accept(param);
@@ -417,31 +398,32 @@ export class CmId implements Disposable, AsyncDisposable {
 
   #accept(param: ConnParam): void {
     this.assertOpen();
+    this.#requireDevice("accept", "accept an id from getRequest()");
     this.#checkUdSupported("rdma_accept");
     const cp = encodeConnParam("accept", param, this.privateDataContext());
     try {
-      this.#check("rdma_accept", native().rdmacm.rdma_accept(this.ptr, cp.ptr));
-      this.#listener = null;
+      checkCall("rdma_accept", native().rdmacm.rdma_accept(this.ptr, cp.ptr));
     } finally {
       cp.free();
     }
   }
 
   /**
-   * Refuses an incoming connection request (`rdma_reject`) with optional
-   * private data (limit checked before the call), then closes this id.
+   * Refuses an incoming connection request (`rdma_reject`) with optional private data (limit
+   * checked before the call), then closes this id.
    */
   reject(privateData?: Uint8Array): void {
     this.assertOpen();
     checkPrivateData("reject", privateData, this.privateDataContext());
-    const n = native();
-    const pd = privateData && privateData.length > 0 ? toNative(privateData) : null;
+    const pd = privateData && privateData.length > 0 ? NativeBlock.from(privateData) : null;
     try {
-      this.#check("rdma_reject", n.rdmacm.rdma_reject(this.ptr, pd, pd ? privateData!.length : 0));
+      checkCall(
+        "rdma_reject",
+        native().rdmacm.rdma_reject(this.ptr, pd?.ptr ?? null, pd ? privateData!.length : 0),
+      );
     } finally {
-      n.free(pd);
+      pd?.free();
     }
-    this.#listener = null;
     this.close();
   }
 
@@ -450,28 +432,28 @@ export class CmId implements Disposable, AsyncDisposable {
     this.assertOpen();
     const f = native().rdmacm.rdma_establish;
     if (!f) throw new InvalidArgumentError("rdma_establish is not available in this librdmacm");
-    this.#check("rdma_establish", f(this.ptr));
+    checkCall("rdma_establish", f(this.ptr));
   }
 
   /** Tells the CM about a QP async event (`rdma_notify`), e.g. `EventType.COMM_EST`. */
   notify(event: number): void {
     this.assertOpen();
-    this.#check("rdma_notify", native().rdmacm.rdma_notify(this.ptr, event));
+    checkCall("rdma_notify", native().rdmacm.rdma_notify(this.ptr, event));
   }
 
   /** Sets the type of service (`RDMA_OPTION_ID_TOS`, 0..255) for later connections. */
   setTos(tos: number): void {
-    this.#setOption(OptionId.TOS, tos, 1, "TOS");
+    setIdOption(this, OptionId.TOS, tos, 1, "TOS");
   }
 
   /** Allows binding to a port in use (`RDMA_OPTION_ID_REUSEADDR`). */
   setReuseAddress(on: boolean): void {
-    this.#setOption(OptionId.REUSEADDR, on ? 1 : 0, 4, "REUSEADDR");
+    setIdOption(this, OptionId.REUSEADDR, on ? 1 : 0, 4, "REUSEADDR");
   }
 
   /** Restricts an IPv6 listener to IPv6 (`RDMA_OPTION_ID_AFONLY`). */
   setAfOnly(on: boolean): void {
-    this.#setOption(OptionId.AFONLY, on ? 1 : 0, 4, "AFONLY");
+    setIdOption(this, OptionId.AFONLY, on ? 1 : 0, 4, "AFONLY");
   }
 
   /** Sets the QP's local ACK timeout exponent (`RDMA_OPTION_ID_ACK_TIMEOUT`, 0..31). */
@@ -479,93 +461,43 @@ export class CmId implements Disposable, AsyncDisposable {
     if (!Number.isInteger(exponent) || exponent < 0 || exponent > 31) {
       throw new InvalidArgumentError(`ACK timeout exponent must be 0..31, got ${exponent}`);
     }
-    this.#setOption(OptionId.ACK_TIMEOUT, exponent, 1, "ACK_TIMEOUT");
-  }
-
-  #setOption(name: number, value: number, size: 1 | 4, what: string): void {
-    this.assertOpen();
-    if (!Number.isInteger(value) || value < 0 || value > (size === 1 ? 255 : 0x7fffffff)) {
-      throw new InvalidArgumentError(`${what}: invalid value ${value}`);
-    }
-    const n = native();
-    const p = n.alloc(8, 8);
-    try {
-      const v = new DataView(n.arrayBuffer(p, 8));
-      if (size === 1) v.setUint8(0, value);
-      else v.setInt32(0, value, true);
-      this.#check(
-        "rdma_set_option",
-        n.rdmacm.rdma_set_option(this.ptr, OptionLevel.ID, name, p, size),
-        what,
-      );
-    } finally {
-      n.free(p);
-    }
+    setIdOption(this, OptionId.ACK_TIMEOUT, exponent, 1, "ACK_TIMEOUT");
   }
 
   /**
-   * Joins a multicast group (`rdma_join_multicast`) on a UD id whose address is
-   * bound or resolved; resolves on MULTICAST_JOIN with the group's UD
-   * parameters (QPN 0xffffff, Q_Key, AH attributes).
+   * Joins a multicast group (`rdma_join_multicast`) on a UD id whose address is bound or
+   * resolved; resolves on MULTICAST_JOIN with the group's UD parameters (QPN 0xffffff, Q_Key,
+   * AH attributes).
    */
-  joinMulticast(group: AddressInput, options: CmWaitOptions = {}): Promise<CmEvent> {
-    return this.#start("joinMulticast", [CmEventType.MULTICAST_JOIN], options, () => {
-      if (this.transport === "iwarp") {
-        throw new UnsupportedError(
-          "rdma_join_multicast",
-          Errno.EOPNOTSUPP,
-          strerror(Errno.EOPNOTSUPP),
-          "iWARP has no multicast",
-        );
-      }
-      const sa = toNative(encodeSockaddr(group), 128);
-      try {
-        this.#check(
-          "rdma_join_multicast",
-          native().rdmacm.rdma_join_multicast(this.ptr, sa, null),
-          group.address,
-        );
-      } finally {
-        native().free(sa);
-      }
-    });
+  joinMulticast(group: AddressInput, options: WaitOptions = {}): Promise<CmEvent> {
+    return this.#start(
+      "joinMulticast",
+      [CmEventType.MULTICAST_JOIN],
+      options,
+      () => joinMulticast(this, group),
+    );
   }
 
   /** Leaves a multicast group (`rdma_leave_multicast`). */
   leaveMulticast(group: AddressInput): void {
-    this.assertOpen();
-    const sa = toNative(encodeSockaddr(group), 128);
-    try {
-      this.#check(
-        "rdma_leave_multicast",
-        native().rdmacm.rdma_leave_multicast(this.ptr, sa),
-        group.address,
-      );
-    } finally {
-      native().free(sa);
-    }
+    leaveMulticast(this, group);
   }
 
   /** Resolves when the connection has been disconnected (by either side); at once if it was. */
-  waitDisconnected(options: CmWaitOptions = {}): Promise<void> {
+  waitDisconnected(options: WaitOptions = {}): Promise<void> {
     if (this.#disconnectSeen) return Promise.resolve();
-    if (this.#closed) return Promise.reject(new ClosedError("CmId"));
-    return this.#wait(
-      "waitDisconnected",
-      [CmEventType.DISCONNECTED],
-      options,
-      this.#disconnectWaiters,
-    )
-      .then(() => {});
+    if (this.closed) return Promise.reject(new ClosedError("CmId"));
+    return this.#events.waitDisconnected(options).then(() => {});
   }
 
   /**
-   * Disconnects (`rdma_disconnect`), waits until DISCONNECTED is seen (the
-   * peer answered or the CM timed out; bounded by `options.timeout`, default
-   * 10 s), then closes the id (QP first). Idempotent; a closed id resolves.
+   * Disconnects (`rdma_disconnect`), waits until DISCONNECTED is seen (the peer answered or
+   * the CM timed out; bounded by `options.timeout`, default 10 s), then closes the id (QP
+   * first). Idempotent; a closed id resolves.
    */
-  async disconnect(options: CmWaitOptions = {}): Promise<void> {
-    if (this.#closed) return;
+  async disconnect(options: WaitOptions = {}): Promise<void> {
+    if (this.closed) return;
+    checkWaitOptions(options);
     const wasConnected = this.#connected || this.#disconnectSeen;
     this.#sendDisconnect();
     if (wasConnected && !this.#disconnectSeen) {
@@ -579,7 +511,7 @@ export class CmId implements Disposable, AsyncDisposable {
   }
 
   #sendDisconnect(): void {
-    if (this.#disconnectSent || this.#closed) return;
+    if (this.#disconnectSent || this.closed) return;
     this.#disconnectSent = true;
     if (!this.#connected && !this.#disconnectSeen) return;
     // errors here (e.g. EINVAL after the peer's DREQ already moved the id) are not actionable
@@ -587,43 +519,32 @@ export class CmId implements Disposable, AsyncDisposable {
   }
 
   /**
-   * Tears the id down in order: disconnects if connected (without waiting),
-   * destroys its QP, rejects waiting operations with {@link ClosedError},
-   * closes pending requests of a listener, then destroys the id. Idempotent.
+   * Closing tears the id down in order: disconnects if connected (without waiting), destroys its
+   * QP, rejects waiting operations with ClosedError, refuses pending requests of a listener,
+   * then destroys the id (and the channel the `listen`/`connect` helpers made for it).
    */
-  close(): void {
-    if (this.#closed) return;
+  protected override beforeClose(): void {
     if (this.#connected && !this.#disconnectSeen) this.#sendDisconnect();
-    let qpError: unknown;
-    try {
-      this.#qp?.close();
-    } catch (e) {
-      qpError = e;
-    }
+  }
+
+  /** Releases the native object (called once by `close()`). */
+  protected destroy(): void {
     this.#qp = null;
-    for (const r of this.#requests.splice(0)) r.#refuse();
-    this.#closed = true;
+    for (const r of this.#events.requests.splice(0)) r.#refuse();
     this.#connected = false;
     const err = new ClosedError("CmId");
-    for (const w of [...this.#waiters, ...this.#disconnectWaiters]) w.reject(err);
-    this.channel._forget(this);
+    this.#events.failAll(() => err);
     const n = native();
     const rc = n.rdmacm.rdma_destroy_id(this.ptr);
     const errno = rc !== 0 ? n.errno() : 0;
     if (this.#ownsChannel) this.channel.close();
     if (rc !== 0) throw nativeError("rdma_destroy_id", errno);
-    if (qpError) throw qpError;
   }
 
   /** A request nobody accepted: reject it without private data (the id closes). */
   #refuse(): void {
-    if (this.#closed) return;
+    if (this.closed) return;
     native().rdmacm.rdma_reject(this.ptr, null, 0);
-    this.close();
-  }
-
-  /** Alias of {@link CmId.close}. */
-  [Symbol.dispose](): void {
     this.close();
   }
 
@@ -632,13 +553,12 @@ export class CmId implements Disposable, AsyncDisposable {
     return this.disconnect();
   }
 
-  /** @internal Delivers an event read from the channel. */
-  _deliver(ev: CmEvent): void {
-    if (this.#closed) return;
+  #deliver(ev: CmEvent): void {
+    if (this.closed) return;
     switch (ev.type) {
       case CmEventType.CONNECT_REQUEST:
         ev.id.request = ev;
-        this.#requests.push(ev.id);
+        this.#events.requests.push(ev.id);
         break;
       case CmEventType.ESTABLISHED:
         if (!this.isUd) this.#connected = true;
@@ -647,34 +567,22 @@ export class CmId implements Disposable, AsyncDisposable {
         this.#disconnectSeen = true;
         this.#connected = false;
         this.#recordIwarpQpState(QpState.ERR);
-        for (const w of this.#disconnectWaiters.slice()) w.resolve(ev);
         break;
-      case CmEventType.DEVICE_REMOVAL: {
+      case CmEventType.DEVICE_REMOVAL:
         // every wait on the id fails: the device is gone (close the id next)
         this.#removed = true;
         this.#connected = false;
-        for (const w of [...this.#waiters, ...this.#disconnectWaiters]) {
-          w.reject(new CmEventError(w.op, ev.type, ev.name, ev.status, ev.privateData));
-        }
+        this.#events.failAll((w) => failure(w.op, ev));
         return;
-      }
     }
-    const i = this.#waiters.findIndex((w) => w.types.includes(ev.type));
-    if (i >= 0) return this.#waiters[i].resolve(ev);
-    if ((FAILURES.has(ev.type) || ev.type === CmEventType.DISCONNECTED) && this.#waiters.length) {
-      const w = this.#waiters[0];
-      return w.reject(new CmEventError(w.op, ev.type, ev.name, ev.status, ev.privateData));
-    }
-    if (ev.type === CmEventType.DISCONNECTED || ev.type === CmEventType.CONNECT_REQUEST) return;
-    this.#queue.push(ev);
-    if (this.#queue.length > QUEUE_MAX) this.#queue.shift();
+    this.#events.route(ev);
   }
 
   /** Starts an operation (synchronously) and waits for one of `types`. */
   #start(
     op: string,
     types: readonly number[],
-    options: CmWaitOptions,
+    options: WaitOptions,
     call: () => void,
   ): Promise<CmEvent> {
     try {
@@ -685,76 +593,23 @@ export class CmId implements Disposable, AsyncDisposable {
     } catch (e) {
       return Promise.reject(e);
     }
-    return this.#wait(op, types, options, this.#waiters);
-  }
-
-  #wait(
-    op: string,
-    types: readonly number[],
-    options: CmWaitOptions,
-    list: Waiter[],
-  ): Promise<CmEvent> {
-    // an event that arrived before anyone waited for it
-    const qi = this.#queue.findIndex((e) => types.includes(e.type) || FAILURES.has(e.type));
-    if (qi >= 0 && list === this.#waiters) {
-      const [ev] = this.#queue.splice(qi, 1);
-      return types.includes(ev.type)
-        ? Promise.resolve(ev)
-        : Promise.reject(new CmEventError(op, ev.type, ev.name, ev.status, ev.privateData));
-    }
-    const signal = options.signal;
-    if (signal?.aborted) return Promise.reject(abortError(op, signal));
-    const channel = this.channel;
-    return new Promise<CmEvent>((resolve, reject) => {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      let onAbort: (() => void) | undefined;
-      const finish = () => {
-        const i = list.indexOf(w);
-        if (i < 0) return false;
-        list.splice(i, 1);
-        if (timer !== undefined) clearTimeout(timer);
-        if (onAbort) signal!.removeEventListener("abort", onAbort);
-        channel._release();
-        return true;
-      };
-      const w: Waiter = {
-        op,
-        types,
-        resolve(ev) {
-          if (finish()) resolve(ev);
-        },
-        reject(e) {
-          if (finish()) reject(e);
-        },
-      };
-      if (signal) {
-        onAbort = () => w.reject(abortError(op, signal));
-        signal.addEventListener("abort", onAbort, { once: true });
-      }
-      if (options.timeout !== undefined) {
-        timer = setTimeout(
-          () => w.reject(new AbortedError(`${op}: no event within ${options.timeout} ms`)),
-          options.timeout,
-        );
-      }
-      list.push(w);
-      channel._hold();
-    });
+    return this.#events.wait({ op, types }, options);
   }
 }
 
-function abortError(op: string, signal: AbortSignal): RdmaError {
-  const r = signal.reason;
-  if (r instanceof AbortedError) return r;
-  return new AbortedError(`${op} aborted${r instanceof Error ? `: ${r.message}` : ""}`, {
-    cause: r,
-  });
+/** Wraps an id the channel created or received (module-private to the cm layer). */
+export function adoptId(channel: CmEventChannel, ptr: NativePointer): CmId {
+  return new CmId(channel, ptr, construct);
 }
 
-function checkWaitOptions(o: CmWaitOptions): void {
-  if (o.timeout !== undefined && !(Number.isFinite(o.timeout) && o.timeout >= 0)) {
-    throw new InvalidArgumentError(`timeout must be a number >= 0 (ms), got ${o.timeout}`);
-  }
+/** The id closes its channel when it closes: the helpers make one channel per id (module-private). */
+export function ownChannel(id: CmId): void {
+  setOwnsChannel(id);
+}
+
+/** Delivers an event read from the channel to its id (module-private to the cm layer). */
+export function deliverEvent(id: CmId, ev: CmEvent): void {
+  deliverTo(id, ev);
 }
 
 function kernelTimeout(ms: number | undefined): number {

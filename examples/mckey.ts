@@ -32,8 +32,6 @@ import {
   QpType,
   type QueuePair,
   SendFlags,
-  toAhAttr,
-  unwatchChannel,
   WcStatus,
   WrOpcode,
 } from "../mod.ts";
@@ -182,7 +180,6 @@ class Node {
     this.mr?.close();
     this.cq?.close();
     if (this.channel) {
-      unwatchChannel(this.channel);
       this.channel.close();
     }
     this.pd?.close();
@@ -207,14 +204,14 @@ async function join(node: Node, s: Settings): Promise<void> {
   node.joined = true;
   const a = ev.ud!.ahAttr;
   out(
-    `mckey: joined dgid: ${gidToInet6(parseGid(a.grh.dgid))} mlid 0x${
+    `mckey: joined dgid: ${gidToInet6(parseGid(a.grh?.dgid ?? new Uint8Array(16)))} mlid 0x${
       a.dlid.toString(16)
     } sl ${a.sl}`,
   );
   node.remoteQpn = ev.ud!.qpNum;
   node.remoteQkey = ev.ud!.qkey;
   try {
-    node.ah = node.pd!.createAh(toAhAttr(a));
+    node.ah = node.pd!.createAh(a);
   } catch {
     out("mckey: failure creating address handle");
     throw new Status(-1);

@@ -33,8 +33,6 @@ import {
   QpType,
   type QueuePair,
   SendFlags,
-  toAhAttr,
-  unwatchChannel,
   WcStatus,
   WrOpcode,
 } from "../mod.ts";
@@ -162,7 +160,6 @@ class Node {
     this.id.close();
     this.mr.close();
     this.cq.close();
-    unwatchChannel(this.channel);
     this.channel.close();
     this.pd.close();
   }
@@ -252,7 +249,7 @@ async function connectOne(id: CmId, s: Settings, nodes: Node[]): Promise<CmEvent
   node.remoteQpn = ud.qpNum;
   node.remoteQkey = ud.qkey;
   try {
-    node.ah = node.pd.createAh(toAhAttr(ud.ahAttr));
+    node.ah = node.pd.createAh(ud.ahAttr);
   } catch {
     out("udaddy: failure creating address handle");
     throw new Status(-1);

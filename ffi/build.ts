@@ -10,7 +10,7 @@ import type { FnPointerPath, Native } from "../types/native.ts";
 import { IBVERBS } from "../types/symbols/ibverbs.ts";
 import { RDMACM } from "../types/symbols/rdmacm.ts";
 import { LIBC } from "../types/symbols/libc.ts";
-import { LibraryNotFoundError, RdmaError } from "../types/errors.ts";
+import { InvalidArgumentError, LibraryNotFoundError, RdmaError } from "../types/errors.ts";
 import { candidates, LIBRARIES, type LibraryInfo, type LibraryPaths } from "./library.ts";
 
 /** What a runtime backend must provide. */
@@ -103,7 +103,7 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
     },
     alloc(size, align = 64) {
       if (!Number.isInteger(size) || size < 0) {
-        throw new RangeError(`alloc: size must be a non-negative integer, got ${size}`);
+        throw new InvalidArgumentError(`alloc: size must be a non-negative integer, got ${size}`);
       }
       const rounded = Math.max(align, Math.ceil(size / align) * align);
       const p = libc.aligned_alloc(align, rounded);

@@ -5,17 +5,14 @@
  */
 
 import { native } from "./native.ts";
+import { NativeBlock } from "./memory.ts";
 import { NativeError, UNSUPPORTED_ERRNOS, UnsupportedError } from "../types/errors.ts";
 
 /** The errno's message from the C library (`strerror_r`). */
 export function strerror(errno: number): string {
   const n = native();
-  const buf = n.alloc(256, 8);
-  try {
-    return n.cstring(n.libc.strerror_r(errno, buf, 256)) ?? `errno ${errno}`;
-  } finally {
-    n.free(buf);
-  }
+  return NativeBlock.with(256, (buf) => n.cstring(n.libc.strerror_r(errno, buf.ptr, 256))) ??
+    `errno ${errno}`;
 }
 
 /** A typed error for `operation` failing with `errno` (UnsupportedError for EOPNOTSUPP and kin). */
@@ -40,4 +37,12 @@ export function errnoError(operation: string, context?: string): NativeError {
 /** For calls that return a negative errno (or a positive one) instead of setting errno. */
 export function throwReturned(operation: string, rc: number, context?: string): never {
   throw nativeError(operation, Math.abs(rc), context);
+}
+
+/**
+ * Throws the typed error of a call that returned `rc` != 0: errno when the call set it,
+ * otherwise the returned value as an errno. Read right after the call.
+ */
+export function checkCall(operation: string, rc: number, context?: string): void {
+  if (rc !== 0) throw nativeError(operation, native().errno() || Math.abs(rc), context);
 }

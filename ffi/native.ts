@@ -5,7 +5,8 @@
  * @module
  */
 
-import type { Native } from "../types/native.ts";
+import type { FnPointerPath, Native } from "../types/native.ts";
+import { layoutFor, type Layouts } from "../types/layout.ts";
 import { RdmaError } from "../types/errors.ts";
 import type { LibraryPaths } from "./library.ts";
 
@@ -17,6 +18,22 @@ const loader: { createNative(paths: LibraryPaths): Native } = "Bun" in globalThi
 
 let current: Native | undefined;
 let paths: LibraryPaths = {};
+
+/** What this process runs on, as the library sees it. */
+export interface RuntimeInfo {
+  /** The JavaScript runtime. */
+  readonly runtime: "deno" | "bun";
+  /** CPU architecture (`x86_64`, `aarch64`). */
+  readonly arch: string;
+  /** How the inline verbs' function pointers are called (`libffi` is Deno's fast path). */
+  readonly fnPointerPath: FnPointerPath;
+}
+
+/** The runtime, architecture and function-pointer path in use (opens the libraries). */
+export function runtimeInfo(): RuntimeInfo {
+  const n = native();
+  return { runtime: n.runtime, arch: n.arch, fnPointerPath: n.fnPointerPath };
+}
 
 /** The runtime services, created on first use. */
 export function native(): Native {
@@ -30,4 +47,11 @@ export function native(): Native {
 export function configureNative(options: LibraryPaths): void {
   if (current) throw new RdmaError("configureNative() must be called before the first native call");
   paths = { ...options };
+}
+
+let layoutTable: Layouts | undefined;
+
+/** The generated struct layouts of this machine's architecture, resolved once. */
+export function layouts(): Layouts {
+  return layoutTable ??= layoutFor(native().arch);
 }

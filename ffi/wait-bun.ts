@@ -1,6 +1,6 @@
 /**
  * Bun's epoll waiter: Bun has no nonblocking FFI calls, so a Worker blocks in
- * `epoll_wait` and posts to the JS thread (see `epoll-worker.ts`). The Worker is ref'd
+ * `epoll_wait` and posts to the JS thread (see `epoll-worker.ts`; its source is inlined). The Worker is ref'd
  * only while the poller wants events, so an idle process exits by itself.
  *
  * @module
@@ -9,7 +9,8 @@
 import type { EpollWaiter, WaiterOptions } from "./wait.ts";
 import { native } from "./native.ts";
 import { LIBRARIES } from "./library.ts";
-import type { NativePointer } from "../types/ctypes.ts";
+import { EPOLL_WORKER_SOURCE } from "./epoll-worker.ts";
+import { NativeBlock } from "./memory.ts";
 
 const STATE = 0;
 const COUNT = 1;
@@ -21,13 +22,22 @@ interface BunWorker extends Worker {
   unref(): void;
 }
 
+let url: string | undefined;
+
+/** One Blob URL of the worker's source per process. */
+function workerUrl(): string {
+  return url ??= URL.createObjectURL(
+    new Blob([EPOLL_WORKER_SOURCE], { type: "application/javascript" }),
+  );
+}
+
 class BunWaiter implements EpollWaiter {
   readonly kind = "bun-worker";
   #o: WaiterOptions;
   #worker: BunWorker;
   #control: Int32Array;
   #fds: Int32Array;
-  #one: NativePointer;
+  #one: NativeBlock;
   #wanted = false;
   #closed = false;
   #release: (() => void) | null = null;
@@ -36,10 +46,9 @@ class BunWaiter implements EpollWaiter {
     this.#o = o;
     this.#control = new Int32Array(new SharedArrayBuffer(4 * (FDS + o.maxEvents)));
     this.#fds = new Int32Array(o.maxEvents);
-    const n = native();
-    this.#one = n.alloc(8, 8);
-    new DataView(n.arrayBuffer(this.#one, 8)).setBigUint64(0, 1n, true);
-    this.#worker = new Worker(new URL("./epoll-worker.ts", import.meta.url).href) as BunWorker;
+    this.#one = new NativeBlock(8, 8);
+    this.#one.view.setBigUint64(0, 1n, true);
+    this.#worker = new Worker(workerUrl()) as BunWorker;
     this.#worker.onmessage = (e: MessageEvent<number>) => this.#message(e.data);
     this.#worker.unref();
     this.#worker.postMessage({
@@ -67,14 +76,14 @@ class BunWaiter implements EpollWaiter {
     Atomics.store(this.#control, STOP, 1);
     Atomics.store(this.#control, STATE, 0);
     Atomics.notify(this.#control, STATE);
-    native().libc.write(this.#o.wakeFd, this.#one, 8);
+    native().libc.write(this.#o.wakeFd, this.#one.ptr, 8);
   }
 
   #message(kind: number): void {
     if (kind === 1) {
       // the worker left its loop: the fds are ours to close
       this.#worker.terminate();
-      native().free(this.#one);
+      this.#one.free();
       const release = this.#release;
       this.#release = null;
       release?.();

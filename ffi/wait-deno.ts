@@ -10,7 +10,8 @@ import type { EpollWaiter, WaiterOptions } from "./wait.ts";
 import { native } from "./native.ts";
 import { LIBC } from "../types/symbols/libc.ts";
 import { LIBRARIES } from "./library.ts";
-import type { NativePointer } from "../types/ctypes.ts";
+import { NativeBlock } from "./memory.ts";
+import { RdmaError } from "../types/errors.ts";
 
 type WaitFn = (
   epfd: number,
@@ -42,17 +43,16 @@ function asyncEpollWait(): WaitFn {
       last = e;
     }
   }
-  throw new Error(`cannot bind ${spec.c} as a nonblocking call: ${last}`);
+  throw new RdmaError(`cannot bind ${spec.c} as a nonblocking call: ${last}`);
 }
 
 class DenoWaiter implements EpollWaiter {
   readonly kind = "deno-nonblocking";
   #o: WaiterOptions;
   #wait = asyncEpollWait();
-  #buf: NativePointer;
-  #view: DataView;
+  #buf: NativeBlock;
   #fds: Int32Array;
-  #one: NativePointer;
+  #one: NativeBlock;
   #inFlight = false;
   #wanted = false;
   #release: (() => void) | null = null;
@@ -61,12 +61,10 @@ class DenoWaiter implements EpollWaiter {
 
   constructor(o: WaiterOptions) {
     this.#o = o;
-    const n = native();
-    this.#buf = n.alloc(o.maxEvents * o.eventSize, 16);
-    this.#view = new DataView(n.arrayBuffer(this.#buf, o.maxEvents * o.eventSize));
+    this.#buf = new NativeBlock(o.maxEvents * o.eventSize, 16);
     this.#fds = new Int32Array(o.maxEvents);
-    this.#one = n.alloc(8, 8);
-    new DataView(n.arrayBuffer(this.#one, 8)).setBigUint64(0, 1n, true);
+    this.#one = new NativeBlock(8, 8);
+    this.#one.view.setBigUint64(0, 1n, true);
   }
 
   want(on: boolean): void {
@@ -88,12 +86,12 @@ class DenoWaiter implements EpollWaiter {
 
   #start(): void {
     this.#inFlight = true;
-    this.#wait(this.#o.epfd, this.#buf as unknown as Deno.PointerValue, this.#o.maxEvents, -1)
+    this.#wait(this.#o.epfd, this.#buf.ptr as unknown as Deno.PointerValue, this.#o.maxEvents, -1)
       .then(this.#done);
   }
 
   #kick(): void {
-    native().libc.write(this.#o.wakeFd, this.#one, 8);
+    native().libc.write(this.#o.wakeFd, this.#one.ptr, 8);
   }
 
   #finished(n: number): void {
@@ -101,7 +99,7 @@ class DenoWaiter implements EpollWaiter {
     if (this.#closed) return this.#free();
     const { eventSize, dataOffset } = this.#o;
     const fds = this.#fds;
-    const view = this.#view;
+    const view = this.#buf.view;
     // n < 0: EINTR (errno is not readable for calls made on another thread); retry.
     for (let i = 0; i < n; i++) fds[i] = view.getInt32(i * eventSize + dataOffset, true);
     if (n > 0) this.#o.onEvents(fds, n);
@@ -109,9 +107,8 @@ class DenoWaiter implements EpollWaiter {
   }
 
   #free(): void {
-    const n = native();
-    n.free(this.#buf);
-    n.free(this.#one);
+    this.#buf.free();
+    this.#one.free();
     const release = this.#release;
     this.#release = null;
     release?.();

@@ -27,10 +27,16 @@
  */
 
 import { setImmediate } from "node:timers";
-import { AbortedError, ClosedError, InvalidArgumentError } from "../types/errors.ts";
+import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 import { Poller } from "./poller.ts";
 import type { FdWatch } from "./poller.ts";
-import { abortedError, WaitList, type WaitOptions } from "./wait.ts";
+import {
+  abortedError,
+  checkWaitOptions,
+  timedOutError,
+  WaitList,
+  type WaitOptions,
+} from "./wait.ts";
 
 /** How to wait for completions. */
 export type Strategy = "busy" | "event" | "adaptive";
@@ -41,8 +47,14 @@ export const DEFAULT_STRATEGY: Strategy = "adaptive";
 /** The spin budget of the `"adaptive"` strategy when none is given, in microseconds. */
 export const DEFAULT_SPIN_MICROS = 20;
 
-/** A completion channel as the poller sees it (structural: the verbs `CompletionChannel`). */
-export interface EventChannel {
+/**
+ * The largest spin budget accepted, in microseconds: a spin blocks the event loop, so neither
+ * a timeout nor an AbortSignal can end it; 10 ms bounds that.
+ */
+export const MAX_SPIN_MICROS = 10_000;
+
+/** A completion channel as the poller sees it (the verbs `CompletionChannel` is one). */
+export interface CompletionChannelLike {
   /** The O_NONBLOCK channel fd. */
   readonly fd: number;
   /** Reads one CQ event (the CQ object that fired) or null on EAGAIN; counts it for acking. */
@@ -61,7 +73,7 @@ export interface CompletionSource {
   /** Arms the CQ for one channel event (next completion, or next solicited one). */
   requestNotify(solicitedOnly?: boolean): void;
   /** The completion channel, or null (then only `"busy"` works). */
-  readonly channel: EventChannel | null;
+  readonly channel: CompletionChannelLike | null;
 }
 
 /** Options of a completion wait. */
@@ -107,7 +119,7 @@ function stateOf(cq: CompletionSource): CqState {
 }
 
 /** Drains a channel until EAGAIN and wakes the waiters of every CQ that fired. */
-function drainChannel(channel: EventChannel): void {
+function drainChannel(channel: CompletionChannelLike): void {
   // an edge reported just as the channel was closed (its owner should have unwatched it)
   if ((channel as { closed?: boolean }).closed === true) return unwatchChannel(channel);
   for (let cq = channel.getEvent(); cq !== null; cq = channel.getEvent()) {
@@ -118,7 +130,7 @@ function drainChannel(channel: EventChannel): void {
   }
 }
 
-function watchChannel(channel: EventChannel, poller: Poller): void {
+function watchChannel(channel: CompletionChannelLike, poller: Poller): void {
   const w = channelWatches.get(channel);
   if (w && !w.closed) {
     if (w.poller !== poller) {
@@ -137,7 +149,7 @@ function watchChannel(channel: EventChannel, poller: Poller): void {
  * Stops watching a completion channel's fd. Call it before the channel is destroyed
  * (the verbs layer does when it closes a channel). Idempotent.
  */
-export function unwatchChannel(channel: EventChannel): void {
+export function unwatchChannel(channel: CompletionChannelLike): void {
   channelWatches.get(channel)?.close();
   channelWatches.delete(channel);
 }
@@ -176,17 +188,28 @@ export function awaitCompletions(
   cq: CompletionSource,
   options: CompletionWaitOptions = {},
 ): Promise<number> {
+  if (typeof options !== "object" || options === null) {
+    return Promise.reject(new InvalidArgumentError("wait options must be an object"));
+  }
   const strategy = options.strategy ?? DEFAULT_STRATEGY;
   const s = stateOf(cq);
   if (s.closed) return Promise.reject(s.closed);
   try {
+    checkWaitOptions(options);
+    if (options.poller !== undefined && !(options.poller instanceof Poller)) {
+      throw new InvalidArgumentError("poller must be a Poller");
+    }
     checkStrategy(strategy, cq);
     // fast path: completions are already there
     const got = cq.poll(options.max);
     if (got > 0) return Promise.resolve(got);
     if (strategy === "adaptive") {
       const micros = options.spinMicros ?? DEFAULT_SPIN_MICROS;
-      if (!(micros >= 0)) throw new InvalidArgumentError(`spinMicros must be >= 0, got ${micros}`);
+      if (!(micros >= 0 && micros <= MAX_SPIN_MICROS)) {
+        throw new InvalidArgumentError(
+          `spinMicros must be 0..${MAX_SPIN_MICROS} (the spin blocks the event loop), got ${micros}`,
+        );
+      }
       const end = performance.now() + micros / 1000;
       while (performance.now() < end) {
         const n = cq.poll(options.max);
@@ -213,7 +236,7 @@ async function busyWait(
     const n = cq.poll(max);
     if (n > 0) return n;
     if (performance.now() >= deadline) {
-      throw new AbortedError(`wait timed out after ${timeout} ms`);
+      throw timedOutError("completion wait", timeout!);
     }
   }
 }

@@ -15,33 +15,39 @@
  *   rejected with `WorkCompletionError` (status, name, vendor error, wr_id, qp_num) on failure.
  * - {@link eventStream} / {@link nextEvent} / {@link asyncEvents}: rdma_cm event channels,
  *   device async events and any O_NONBLOCK "read one event or null" source as async iterables.
- * - Teardown hooks for the object layer: {@link cancelCompletionWaits} when a CQ closes (pending
- *   waits reject with `ClosedError`), {@link unwatchChannel} before a completion channel closes.
- *
- * Every wait takes `signal` and `timeout` (ms) and rejects with `AbortedError`.
+ * - {@link WaitList} / {@link WaitOptions}: the one wait primitive behind every awaitable of the
+ *   library. Every wait takes `signal` and `timeout` (ms) and rejects with `AbortedError`; a bad
+ *   timeout is an `InvalidArgumentError`.
  *
  * @module
  */
 
 export { FdWatch, Poller, type PollerOptions } from "./poller.ts";
-export { abortedError, type HoldCounter, WaitList, type WaitOptions } from "./wait.ts";
+export {
+  abortedError,
+  checkWaitOptions,
+  type HoldCounter,
+  timedOutError,
+  WaitList,
+  type WaitOptions,
+} from "./wait.ts";
 export {
   awaitCompletions,
-  cancelCompletionWaits,
+  type CompletionChannelLike,
   completions,
   type CompletionSource,
   type CompletionWaitOptions,
   DEFAULT_SPIN_MICROS,
   DEFAULT_STRATEGY,
-  type EventChannel,
+  MAX_SPIN_MICROS,
   type Strategy,
-  unwatchChannel,
 } from "./completions.ts";
 export {
   CompletionPump,
   type CompletionRecord,
   type CompletionView,
   type PumpOptions,
+  type TrackOptions,
   workCompletionError,
   WorkRequestTracker,
 } from "./tracker.ts";

@@ -16,7 +16,7 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import {
   createWaiter,
   EFD_CLOEXEC,
@@ -28,8 +28,7 @@ import {
   EPOLLIN,
   type EpollWaiter,
 } from "../ffi/wait.ts";
-import { layoutFor } from "../types/layout.ts";
-import type { NativePointer } from "../types/ctypes.ts";
+import { NativeBlock } from "../ffi/memory.ts";
 import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 import { type HoldCounter, WaitList, type WaitOptions } from "./wait.ts";
 import { errnoError } from "../ffi/errors.ts";
@@ -56,11 +55,10 @@ export class Poller implements HoldCounter {
   #holds = 0;
   #closed = false;
   #closeListeners = new Set<(error: ClosedError) => void>();
-  #event: NativePointer;
-  #eventView: DataView;
+  #event: NativeBlock;
   #eventsOffset: number;
   #dataOffset: number;
-  #scratch: NativePointer;
+  #scratch: NativeBlock;
 
   /** The shared poller of this process, created on first use (again after it was closed). */
   static default(): Poller {
@@ -75,7 +73,7 @@ export class Poller implements HoldCounter {
       throw new InvalidArgumentError(`maxEvents must be a positive integer, got ${maxEvents}`);
     }
     const n = native();
-    const layout = layoutFor(n.arch).epoll_event;
+    const layout = layouts().epoll_event;
     this.#eventsOffset = layout.fields.events.offset;
     this.#dataOffset = layout.fields["data.u64"].offset;
     const epfd = n.libc.epoll_create1(EPOLL_CLOEXEC);
@@ -88,9 +86,8 @@ export class Poller implements HoldCounter {
     }
     this.#epfd = epfd;
     this.#wakeFd = wakeFd;
-    this.#event = n.alloc(layout.size, 8);
-    this.#eventView = new DataView(n.arrayBuffer(this.#event, layout.size));
-    this.#scratch = n.alloc(8, 8);
+    this.#event = new NativeBlock(layout.size, 8);
+    this.#scratch = new NativeBlock(8, 8);
     this.#ctl(EPOLL_CTL_ADD, wakeFd);
     this.#waiter = createWaiter({
       epfd,
@@ -179,8 +176,8 @@ export class Poller implements HoldCounter {
     this.#waiter.close(() => {
       libc.close(this.#epfd);
       libc.close(this.#wakeFd);
-      native().free(this.#event);
-      native().free(this.#scratch);
+      this.#event.free();
+      this.#scratch.free();
     });
   }
 
@@ -190,10 +187,10 @@ export class Poller implements HoldCounter {
   }
 
   #ctl(op: number, fd: number): void {
-    const v = this.#eventView;
+    const v = this.#event.view;
     v.setUint32(this.#eventsOffset, EPOLLIN | EPOLLET, true);
     v.setBigUint64(this.#dataOffset, BigInt(fd), true);
-    if (native().libc.epoll_ctl(this.#epfd, op, fd, this.#event) !== 0) {
+    if (native().libc.epoll_ctl(this.#epfd, op, fd, this.#event.ptr) !== 0) {
       throw errnoError("epoll_ctl", `fd ${fd}`);
     }
   }
@@ -202,7 +199,7 @@ export class Poller implements HoldCounter {
     if (this.#watches.get(w.fd) !== w) return;
     this.#watches.delete(w.fd);
     // the owner may already have closed the fd (epoll forgot it then): ignore failures
-    native().libc.epoll_ctl(this.#epfd, EPOLL_CTL_DEL, w.fd, this.#event);
+    native().libc.epoll_ctl(this.#epfd, EPOLL_CTL_DEL, w.fd, this.#event.ptr);
   }
 
   #dispatch(fds: Int32Array, count: number): void {
@@ -210,7 +207,7 @@ export class Poller implements HoldCounter {
       const fd = fds[i];
       if (fd === this.#wakeFd) {
         // drain the eventfd (reads until EAGAIN: one read resets the counter)
-        native().libc.read(fd, this.#scratch, 8);
+        native().libc.read(fd, this.#scratch.ptr, 8);
         continue;
       }
       this.#watches.get(fd)?.notify();

@@ -9,7 +9,7 @@
 
 import { ClosedError, InvalidArgumentError, WorkCompletionError } from "../types/errors.ts";
 import { enumName, WcStatus, wcStatusStr } from "../types/enums.ts";
-import { type HoldCounter, WaitList, type WaitOptions } from "./wait.ts";
+import { WaitList, type WaitOptions } from "./wait.ts";
 import {
   awaitCompletions,
   type CompletionSource,
@@ -55,20 +55,30 @@ export interface CompletionRecord {
 }
 
 interface Entry {
-  resolve(r: CompletionRecord): void;
-  reject(e: Error): void;
+  readonly list: WaitList<CompletionRecord>;
+  readonly qpNum: number | undefined;
+  readonly reportAs: bigint | undefined;
 }
 
-const noHold: HoldCounter = { ref() {}, unref() {} };
+/** How a tracked request is matched and reported. */
+export interface TrackOptions extends WaitOptions {
+  /** Settle only with a completion of this QP (a stray completion with the same wr_id is not it). */
+  qpNum?: number;
+  /** The wr_id to report in the record or error (when the posted wr_id is a library tag). */
+  reportAs?: bigint;
+}
 
-/** The typed error for a failed completion. */
-export function workCompletionError(wc: CompletionView): WorkCompletionError {
+/** The typed error for a failed completion (reported with `wrId` when given). */
+export function workCompletionError(
+  wc: CompletionView,
+  wrId: bigint = wc.wrId,
+): WorkCompletionError {
   return new WorkCompletionError(
     wc.status,
     enumName(WcStatus, wc.status, "IBV_WC_"),
     wcStatusStr(wc.status),
     wc.vendorErr,
-    wc.wrId,
+    wrId,
     wc.qpNum,
   );
 }
@@ -93,27 +103,24 @@ export class WorkRequestTracker {
    * WorkCompletionError on an error status, AbortedError on abort/timeout (the WR itself is
    * not cancelled; its completion is then ignored), ClosedError when the tracker closes.
    */
-  track(wrId: bigint, options?: WaitOptions): Promise<CompletionRecord> {
+  track(wrId: bigint, options?: TrackOptions): Promise<CompletionRecord> {
     if (this.#closed) return Promise.reject(this.#closed);
+    if (typeof wrId !== "bigint") {
+      return Promise.reject(new InvalidArgumentError(`wr_id must be a bigint, got ${wrId}`));
+    }
     if (this.#entries.has(wrId)) {
       return Promise.reject(new InvalidArgumentError(`wr_id ${wrId} is already tracked`));
     }
-    let record: CompletionRecord | undefined;
-    const list = new WaitList(noHold);
     const entry: Entry = {
-      resolve: (r) => {
-        record = r;
-        list.resolveAll();
-      },
-      reject: (e) => list.rejectAll(e),
+      list: new WaitList<CompletionRecord>(),
+      qpNum: options?.qpNum,
+      reportAs: options?.reportAs,
     };
-    const done = list.add(options).then(
-      () => record!,
-      (e) => {
+    const done = entry.list.add(options, undefined, `work request ${entry.reportAs ?? wrId}`)
+      .catch((e) => {
         if (this.#entries.get(wrId) === entry) this.#forget(wrId);
         throw e;
-      },
-    );
+      });
     this.#entries.set(wrId, entry);
     return done;
   }
@@ -127,11 +134,11 @@ export class WorkRequestTracker {
   settle(wc: CompletionView): boolean {
     const wrId = wc.wrId;
     const e = this.#entries.get(wrId);
-    if (!e) return false;
+    if (!e || (e.qpNum !== undefined && e.qpNum !== wc.qpNum)) return false;
     this.#forget(wrId);
     if (wc.status === 0) {
-      e.resolve({
-        wrId,
+      e.list.resolveAll({
+        wrId: e.reportAs ?? wrId,
         status: 0,
         opcode: wc.opcode,
         byteLen: wc.byteLen,
@@ -139,7 +146,7 @@ export class WorkRequestTracker {
         immData: wc.immData,
         wcFlags: wc.wcFlags ?? 0,
       });
-    } else e.reject(workCompletionError(wc));
+    } else e.list.rejectAll(workCompletionError(wc, e.reportAs ?? wrId));
     return true;
   }
 
@@ -149,7 +156,7 @@ export class WorkRequestTracker {
     this.#closed = reason ?? new ClosedError("WorkRequestTracker");
     const entries = [...this.#entries.values()];
     this.#entries.clear();
-    for (const e of entries) e.reject(this.#closed);
+    for (const e of entries) e.list.rejectAll(this.#closed);
     this.#onEmpty?.();
   }
 
@@ -213,7 +220,7 @@ export class CompletionPump {
    * Tracks `wrId` and makes sure the pump runs; post the WR right after (same tick).
    * See {@link WorkRequestTracker.track}.
    */
-  track(wrId: bigint, options?: WaitOptions): Promise<CompletionRecord> {
+  track(wrId: bigint, options?: TrackOptions): Promise<CompletionRecord> {
     if (this.#closed) return Promise.reject(new ClosedError("CompletionPump"));
     const p = this.tracker.track(wrId, options);
     if (!this.#running) this.#run();

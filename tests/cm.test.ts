@@ -17,7 +17,7 @@ import {
 } from "../cm/address.ts";
 import { checkPrivateData, encodeConnParam, privateDataLimit } from "../cm/conn_param.ts";
 import { cmEventName } from "../cm/event.ts";
-import { EventChannel } from "../cm/channel.ts";
+import { CmEventChannel } from "../cm/channel.ts";
 import {
   ClosedError,
   CmEventError,
@@ -143,12 +143,12 @@ test("cm events: CmEventError carries the event, status and private data", () =>
 test("cm: without an RDMA device, creating an event channel is a NoDeviceError", () => {
   const ch = (() => {
     try {
-      return new EventChannel();
+      return new CmEventChannel();
     } catch (e) {
       return e;
     }
   })();
-  if (ch instanceof EventChannel) {
+  if (ch instanceof CmEventChannel) {
     ch.close(); // this machine has RDMA: the channel works and closes
     ch.close();
     assert.throws(() => ch.getEvent(), ClosedError);

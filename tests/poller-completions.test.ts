@@ -8,16 +8,15 @@ import { test } from "./harness.ts";
 import { native } from "../ffi/native.ts";
 import {
   awaitCompletions,
-  cancelCompletionWaits,
   CompletionPump,
   completions,
   eventStream,
   nextEvent,
   Poller,
   type Strategy,
-  unwatchChannel,
   WorkRequestTracker,
 } from "../poller/mod.ts";
+import { cancelCompletionWaits, unwatchChannel } from "../poller/completions.ts";
 import { AbortedError, ClosedError, WorkCompletionError } from "../types/errors.ts";
 
 const n = native();

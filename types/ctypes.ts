@@ -39,10 +39,8 @@ export interface FunctionSpec {
 /** One library's functions by symbol name. */
 export type SymbolTable = Readonly<Record<string, FunctionSpec>>;
 
-declare const pointerBrand: unique symbol;
-
 /** A non-NULL native address, opaque to everything outside `ffi/`. */
-export type NativePointer = { readonly [pointerBrand]: "NativePointer" };
+export type NativePointer = { readonly __nativePointerBrand: never };
 
 /** A native address; `null` is the C NULL pointer. */
 export type Pointer = NativePointer | null;

@@ -19,6 +19,7 @@
  */
 
 import * as verbs from "./enums/verbs.ts";
+import { InvalidArgumentError } from "./errors.ts";
 import * as cm from "./enums/cm.ts";
 
 export * from "./enums/verbs.ts";
@@ -54,7 +55,7 @@ function toBig(v: number | bigint): bigint {
  */
 export function flagNames(table: EnumTable, mask: number | bigint, cPrefix: string): string[] {
   let rest = toBig(mask);
-  if (rest < 0n) throw new RangeError(`flagNames: not a mask: ${mask}`);
+  if (rest < 0n) throw new InvalidArgumentError(`flagNames: not a mask: ${mask}`);
   const out: string[] = [];
   for (const [k, v] of Object.entries(table)) {
     const bit = BigInt(v);

@@ -60,11 +60,32 @@ export class NoDeviceError extends RdmaError {
   /** Creates the error; `detail` says what was observed. */
   constructor(detail: string) {
     super(
-      `No RDMA device found (${detail}). Use a machine with an RDMA NIC, create a ` +
-        "soft-RoCE device with `rdma link add rxe0 type rxe netdev <ifname>` " +
-        "(kernel module rdma_rxe), or run inside the project's soft-RoCE VM: " +
-        "`scripts/softroce-vm -- <command>`.",
+      `No RDMA device found (${detail}). To get one on this machine: use an RDMA NIC ` +
+        "(InfiniBand, RoCE or iWARP) with its driver loaded, or create a software device " +
+        "on an Ethernet interface: soft-RoCE with `sudo modprobe rdma_rxe && sudo rdma link " +
+        "add rxe0 type rxe netdev <ifname>` (or soft-iWARP: `modprobe siw`, `type siw`); " +
+        "the `rdma` command is in the iproute2 package and the providers in ibverbs-providers " +
+        "(rdma-core). A kernel without RDMA support (no CONFIG_INFINIBAND) cannot do this; " +
+        "the project's own tests then run in a QEMU guest (scripts/softroce-vm).",
     );
+  }
+}
+
+/**
+ * The process may not open an RDMA device node (`/dev/infiniband/uverbs*` or
+ * `/dev/infiniband/rdma_cm`): a permission problem, not a missing device.
+ */
+export class DevicePermissionError extends RdmaError {
+  /** The device node, e.g. `/dev/infiniband/uverbs0`. */
+  readonly node: string;
+  /** Creates the error for `node`; `operation` is the C call that failed. */
+  constructor(operation: string, node: string) {
+    super(
+      `${operation} failed: permission denied on ${node}. Give this user read/write access to ` +
+        "the RDMA device nodes (e.g. add it to the group that owns them, often `rdma`, or a " +
+        'udev rule setting MODE="0666"), or run as root.',
+    );
+    this.node = node;
   }
 }
 

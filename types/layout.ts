@@ -7,6 +7,7 @@
  */
 import { X86_64 } from "./layouts/x86_64.ts";
 import { AARCH64 } from "./layouts/aarch64.ts";
+import { RdmaError } from "./errors.ts";
 
 /** Size, alignment and field offsets of one C struct, generated from the installed headers. */
 export interface StructLayout {
@@ -58,7 +59,7 @@ export function layoutArch(arch: string): LayoutArch {
     case "arm64":
       return "aarch64";
     default:
-      throw new Error(
+      throw new RdmaError(
         `no struct layout table for architecture "${arch}" (have x86_64 and aarch64); ` +
           "generate one with scripts/gen-layouts.ts",
       );

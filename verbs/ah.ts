@@ -5,17 +5,16 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
-import { layoutFor } from "../types/layout.ts";
 import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { type GidLike, parseGid } from "./gid.ts";
-import { NativeBlock } from "./memory.ts";
-import { Resource } from "./resource.ts";
-import type { MemoryRegion } from "./mr.ts";
+import { NativeBlock } from "../ffi/memory.ts";
+import { checkResource, NativeResource } from "../ffi/resource.ts";
+import { MemoryRegion } from "./mr.ts";
 import type { ProtectionDomain } from "./pd.ts";
-import type { WorkCompletion } from "./wc.ts";
+import { WorkCompletion } from "./wc.ts";
 
 /** The global route of an address (required on RoCE). */
 export interface GlobalRoute {
@@ -47,32 +46,102 @@ export interface AhAttr {
   readonly grh?: GlobalRoute;
 }
 
-/** Writes an `ibv_ah_attr` at `base` of `view`. */
-export function encodeAhAttr(view: DataView, base: number, a: AhAttr): void {
-  const F = layoutFor(native().arch).ibv_ah_attr.fields;
-  if (!Number.isInteger(a.port) || a.port < 1 || a.port > 255) {
-    throw new InvalidArgumentError(`ah port must be 1..255, got ${a.port}`);
+/** An `ibv_ah_attr` read back (from a CM event or a query): every field present. */
+export interface AhAttrData extends AhAttr {
+  /** Destination LID (0 on RoCE). */
+  readonly dlid: number;
+  /** Service level. */
+  readonly sl: number;
+  /** Source path bits. */
+  readonly srcPathBits: number;
+  /** `enum ibv_rate`. */
+  readonly staticRate: number;
+  /** The GRH, when `is_global` is set; its `dgid` as 16 bytes. */
+  readonly grh?: GlobalRoute & { readonly dgid: Uint8Array };
+}
+
+function uint(name: string, v: number | undefined, dflt: number, max: number, min = 0): number {
+  if (v === undefined) return dflt;
+  if (!Number.isInteger(v) || v < min || v > max) {
+    throw new InvalidArgumentError(`${name} must be an integer ${min}..${max}, got ${v}`);
   }
-  view.setUint16(base + F.dlid.offset, a.dlid ?? 0, true);
-  view.setUint8(base + F.sl.offset, a.sl ?? 0);
-  view.setUint8(base + F.src_path_bits.offset, a.srcPathBits ?? 0);
-  view.setUint8(base + F.static_rate.offset, a.staticRate ?? 0);
-  view.setUint8(base + F.port_num.offset, a.port);
-  view.setUint8(base + F.is_global.offset, a.grh ? 1 : 0);
-  if (a.grh) {
-    const g = a.grh;
-    new Uint8Array(view.buffer, view.byteOffset + base + F["grh.dgid"].offset, 16).set(
-      parseGid(g.dgid),
-    );
-    view.setUint32(base + F["grh.flow_label"].offset, g.flowLabel ?? 0, true);
-    view.setUint8(base + F["grh.sgid_index"].offset, g.sgidIndex);
-    view.setUint8(base + F["grh.hop_limit"].offset, g.hopLimit ?? 1);
-    view.setUint8(base + F["grh.traffic_class"].offset, g.trafficClass ?? 0);
+  return v;
+}
+
+/** Writes an `ibv_ah_attr` at `base` of `view` after checking every field's range. */
+export function encodeAhAttr(view: DataView, base: number, a: AhAttr): void {
+  const F = layouts().ibv_ah_attr.fields;
+  if (typeof a !== "object" || a === null) {
+    throw new InvalidArgumentError("ah attr must be an object");
+  }
+  const port = uint("ah port", a.port, 0, 255, 1);
+  const dlid = uint("dlid", a.dlid, 0, 0xffff);
+  const sl = uint("sl", a.sl, 0, 15);
+  const bits = uint("srcPathBits", a.srcPathBits, 0, 0x7f);
+  const rate = uint("staticRate", a.staticRate, 0, 0xff);
+  const g = a.grh;
+  if (g !== undefined && (typeof g !== "object" || g === null)) {
+    throw new InvalidArgumentError("grh must be an object");
+  }
+  const grh = g && {
+    dgid: parseGid(g.dgid),
+    flowLabel: uint("grh.flowLabel", g.flowLabel, 0, 0xfffff),
+    sgidIndex: uint("grh.sgidIndex", g.sgidIndex, -1, 0xff),
+    hopLimit: uint("grh.hopLimit", g.hopLimit, 1, 0xff),
+    trafficClass: uint("grh.trafficClass", g.trafficClass, 0, 0xff),
+  };
+  if (grh && grh.sgidIndex < 0) throw new InvalidArgumentError("grh.sgidIndex is required");
+  view.setUint16(base + F.dlid.offset, dlid, true);
+  view.setUint8(base + F.sl.offset, sl);
+  view.setUint8(base + F.src_path_bits.offset, bits);
+  view.setUint8(base + F.static_rate.offset, rate);
+  view.setUint8(base + F.port_num.offset, port);
+  view.setUint8(base + F.is_global.offset, grh ? 1 : 0);
+  if (grh) {
+    new Uint8Array(view.buffer, view.byteOffset + base + F["grh.dgid"].offset, 16).set(grh.dgid);
+    view.setUint32(base + F["grh.flow_label"].offset, grh.flowLabel, true);
+    view.setUint8(base + F["grh.sgid_index"].offset, grh.sgidIndex);
+    view.setUint8(base + F["grh.hop_limit"].offset, grh.hopLimit);
+    view.setUint8(base + F["grh.traffic_class"].offset, grh.trafficClass);
   }
 }
 
-/** An address handle (`ibv_create_ah`). */
-export class AddressHandle extends Resource {
+/** Reads an `ibv_ah_attr` at `base` of `view`. */
+export function decodeAhAttr(view: DataView, base: number): AhAttrData {
+  const F = layouts().ibv_ah_attr.fields;
+  const at = (f: { offset: number }) => base + f.offset;
+  const global = view.getUint8(at(F.is_global)) !== 0;
+  const dgid = at(F["grh.dgid"]);
+  return {
+    port: view.getUint8(at(F.port_num)),
+    dlid: view.getUint16(at(F.dlid), true),
+    sl: view.getUint8(at(F.sl)),
+    srcPathBits: view.getUint8(at(F.src_path_bits)),
+    staticRate: view.getUint8(at(F.static_rate)),
+    grh: global
+      ? {
+        dgid: new Uint8Array(
+          view.buffer.slice(view.byteOffset + dgid, view.byteOffset + dgid + 16),
+        ),
+        flowLabel: view.getUint32(at(F["grh.flow_label"]), true),
+        sgidIndex: view.getUint8(at(F["grh.sgid_index"])),
+        hopLimit: view.getUint8(at(F["grh.hop_limit"])),
+        trafficClass: view.getUint8(at(F["grh.traffic_class"])),
+      }
+      : undefined,
+  };
+}
+
+let fromAttr: (pd: ProtectionDomain, attr: AhAttr) => AddressHandle;
+let fromWc: (
+  pd: ProtectionDomain,
+  wc: WorkCompletion,
+  grh: { mr: MemoryRegion; offset?: number },
+  port: number,
+) => AddressHandle;
+
+/** An address handle (`ibv_create_ah`); made by `pd.createAh()` and `pd.createAhFromWc()`. */
+export class AddressHandle extends NativeResource {
   /** The `struct ibv_ah *`. */
   readonly ptr: NativePointer;
   /** Its PD. */
@@ -84,44 +153,55 @@ export class AddressHandle extends Resource {
     this.pd = pd;
   }
 
-  /** `ibv_create_ah` from attributes. */
-  static fromAttr(pd: ProtectionDomain, attr: AhAttr): AddressHandle {
-    const n = native();
-    const block = new NativeBlock(layoutFor(n.arch).ibv_ah_attr.size, 8);
-    try {
-      encodeAhAttr(block.view, 0, attr);
-      const ah = n.ibverbs.ibv_create_ah(pd.ptr, block.ptr);
-      if (ah === null) throwErrno("ibv_create_ah");
+  static {
+    fromAttr = (pd, attr) =>
+      NativeBlock.with(layouts().ibv_ah_attr.size, (block) => {
+        encodeAhAttr(block.view, 0, attr);
+        const ah = native().ibverbs.ibv_create_ah(pd.ptr, block.ptr);
+        if (ah === null) throwErrno("ibv_create_ah");
+        return new AddressHandle(pd, ah);
+      });
+    fromWc = (pd, wc, grh, port) => {
+      if (!(wc instanceof WorkCompletion)) {
+        throw new InvalidArgumentError("wc must be a CQ's WorkCompletion cursor");
+      }
+      if (typeof grh !== "object" || grh === null) {
+        throw new InvalidArgumentError("grh must be { mr, offset }");
+      }
+      const mr = checkResource(grh.mr, MemoryRegion, "grh.mr");
+      const off = grh.offset ?? 0;
+      if (!Number.isInteger(off) || off < 0 || off + 40 > mr.length) {
+        throw new InvalidArgumentError("the GRH (40 bytes) must lie inside the MR");
+      }
+      if (!Number.isInteger(port) || port < 1 || port > 255) {
+        throw new InvalidArgumentError(`port must be 1..255, got ${port}`);
+      }
+      const n = native();
+      const grhPtr = n.pointer(mr.addrNumber + off);
+      const ah = n.ibverbs.ibv_create_ah_from_wc(pd.ptr, wc.pointer, grhPtr, port);
+      if (ah === null) throwErrno("ibv_create_ah_from_wc");
       return new AddressHandle(pd, ah);
-    } finally {
-      block.free();
-    }
+    };
   }
 
-  /**
-   * `ibv_create_ah_from_wc`: an AH back to the sender of a UD receive completion.
-   * `grh` locates the 40-byte GRH at the start of the receive buffer.
-   */
-  static fromWc(
-    pd: ProtectionDomain,
-    wc: WorkCompletion,
-    grh: { mr: MemoryRegion; offset?: number },
-    port: number,
-  ): AddressHandle {
-    grh.mr.assertOpen();
-    const off = grh.offset ?? 0;
-    if (off < 0 || off + 40 > grh.mr.length) {
-      throw new InvalidArgumentError("the GRH (40 bytes) must lie inside the MR");
-    }
-    const n = native();
-    const grhPtr = n.pointer(grh.mr.addrNumber + off);
-    const ah = n.ibverbs.ibv_create_ah_from_wc(pd.ptr, wc.pointer, grhPtr, port);
-    if (ah === null) throwErrno("ibv_create_ah_from_wc");
-    return new AddressHandle(pd, ah);
-  }
-
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     const rc = native().ibverbs.ibv_destroy_ah(this.ptr);
     if (rc !== 0) throwReturned("ibv_destroy_ah", rc);
   }
+}
+
+/** `ibv_create_ah` from attributes (module-private: `pd.createAh`). */
+export function createAh(pd: ProtectionDomain, attr: AhAttr): AddressHandle {
+  return fromAttr(pd, attr);
+}
+
+/** `ibv_create_ah_from_wc` (module-private: `pd.createAhFromWc`). */
+export function createAhFromWc(
+  pd: ProtectionDomain,
+  wc: WorkCompletion,
+  grh: { mr: MemoryRegion; offset?: number },
+  port: number,
+): AddressHandle {
+  return fromWc(pd, wc, grh, port);
 }

@@ -5,15 +5,14 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import { EventType, eventTypeStr } from "../types/enums.ts";
 import { enumName } from "../types/enums.ts";
 import { Errno } from "../types/errno.ts";
-import { layoutFor } from "../types/layout.ts";
 import { nativeError } from "../ffi/errors.ts";
-import { NativeBlock } from "./memory.ts";
-import type { Context } from "./context.ts";
-import type { Resource } from "./resource.ts";
+import { NativeBlock } from "../ffi/memory.ts";
+import { type Context, objectAt } from "./context.ts";
+import { isInstance } from "../ffi/resource.ts";
 import { CompletionQueue } from "./cq.ts";
 import { QueuePair } from "./qp.ts";
 import { SharedReceiveQueue } from "./srq.ts";
@@ -53,7 +52,7 @@ const QP_EVENTS = new Set<number>([
 export function readAsyncEvent(ctx: Context): AsyncEvent | null {
   ctx.assertOpen();
   const n = native();
-  const L = layoutFor(n.arch).ibv_async_event;
+  const L = layouts().ibv_async_event;
   const ev = new NativeBlock(L.size, 8);
   try {
     if (n.ibverbs.ibv_get_async_event(ctx.ptr, ev.ptr) !== 0) {
@@ -70,10 +69,10 @@ export function readAsyncEvent(ctx: Context): AsyncEvent | null {
     const elem = L.fields.element.offset;
     let out: AsyncEvent = base;
     if (CQ_EVENTS.has(type) || QP_EVENTS.has(type) || SRQ_EVENTS.has(type)) {
-      const obj: Resource | undefined = ctx.objects.get(n.address(n.readPointer(ev.ptr, elem)));
-      if (obj instanceof CompletionQueue) out = { ...base, cq: obj };
-      else if (obj instanceof QueuePair) out = { ...base, qp: obj };
-      else if (obj instanceof SharedReceiveQueue) out = { ...base, srq: obj };
+      const obj = objectAt(ctx, n.address(n.readPointer(ev.ptr, elem)));
+      if (isInstance(obj, CompletionQueue)) out = { ...base, cq: obj };
+      else if (isInstance(obj, QueuePair)) out = { ...base, qp: obj };
+      else if (isInstance(obj, SharedReceiveQueue)) out = { ...base, srq: obj };
     } else if (type !== EventType.DEVICE_FATAL) {
       out = { ...base, port: ev.view.getInt32(elem, true) };
     }

@@ -6,20 +6,19 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { Errno } from "../types/errno.ts";
-import { layoutFor } from "../types/layout.ts";
 import { nativeError, throwErrno, throwReturned } from "../ffi/errors.ts";
 import { setNonBlocking } from "../ffi/fd.ts";
 import { unwatchChannel } from "../poller/completions.ts";
-import { NativeBlock } from "./memory.ts";
-import { Resource } from "./resource.ts";
-import { CompletionQueue } from "./cq.ts";
-import type { Context } from "./context.ts";
+import { NativeBlock } from "../ffi/memory.ts";
+import { checkResource, isInstance, NativeResource } from "../ffi/resource.ts";
+import { CompletionQueue, noteCqEvent } from "./cq.ts";
+import { Context, contextObjects, objectAt } from "./context.ts";
 
 /** A completion channel (`ibv_create_comp_channel`) with its fd set O_NONBLOCK. */
-export class CompletionChannel extends Resource {
+export class CompletionChannel extends NativeResource {
   /** The `struct ibv_comp_channel *`. */
   readonly ptr: NativePointer;
   /** Its context. */
@@ -33,14 +32,14 @@ export class CompletionChannel extends Resource {
 
   /** Creates a channel; prefer `context.createCompChannel()`. */
   constructor(context: Context) {
-    context.assertOpen();
+    checkResource(context, Context, "context");
     const n = native();
     const ch = n.ibverbs.ibv_create_comp_channel(context.ptr);
     if (ch === null) throwErrno("ibv_create_comp_channel");
     super("CompletionChannel", [context]);
     this.ptr = ch;
     this.context = context;
-    const f = layoutFor(n.arch).ibv_comp_channel.fields.fd.offset;
+    const f = layouts().ibv_comp_channel.fields.fd.offset;
     this.fd = new DataView(n.arrayBuffer(ch, f + 4)).getInt32(f, true);
     setNonBlocking(this.fd, "completion channel");
     // out-parameters of ibv_get_cq_event (cq at 0, cq_context at 8), built once: reading an
@@ -61,11 +60,11 @@ export class CompletionChannel extends Resource {
       if (errno === Errno.EAGAIN) return null;
       throw nativeError("ibv_get_cq_event", errno);
     }
-    const cq = this.context.objects.get(this.#box.view.getBigUint64(0, true));
-    if (!(cq instanceof CompletionQueue)) {
+    const cq = objectAt(this.context, this.#box.view.getBigUint64(0, true));
+    if (!isInstance(cq, CompletionQueue)) {
       throw nativeError("ibv_get_cq_event", Errno.EINVAL, "event for an unknown CQ");
     }
-    cq.noteEvent(this.ackBatch);
+    noteCqEvent(cq, this.ackBatch);
     return cq;
   }
 
@@ -78,11 +77,12 @@ export class CompletionChannel extends Resource {
 
   /** Acks every counted event of this channel's CQs now. */
   flushAcks(): void {
-    for (const o of this.context.objects.values()) {
-      if (o instanceof CompletionQueue && o.channel === this) o.ackEvents();
+    for (const o of contextObjects(this.context)) {
+      if (isInstance(o, CompletionQueue) && o.channel === this) o.ackEvents();
     }
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     unwatchChannel(this); // the poller drops its watch before the fd number can be reused
     const rc = native().ibverbs.ibv_destroy_comp_channel(this.ptr);

@@ -5,27 +5,24 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { InvalidArgumentError } from "../types/errors.ts";
-import { layoutFor } from "../types/layout.ts";
+import { DevicePermissionError, InvalidArgumentError } from "../types/errors.ts";
+import { Errno } from "../types/errno.ts";
 import { withDeviceList } from "./devices.ts";
-import { throwErrno } from "../ffi/errors.ts";
-import { Resource } from "./resource.ts";
+import { nativeError, throwErrno } from "../ffi/errors.ts";
+import { NativeResource } from "../ffi/resource.ts";
 import { setNonBlocking } from "../ffi/fd.ts";
+import { type DeviceAttr, type DeviceAttrEx, queryDevice, queryDeviceEx } from "./device-attr.ts";
 import {
-  type DeviceAttr,
-  type DeviceAttrEx,
   type GidEntry,
   gidTable,
   type PortAttr,
-  queryDevice,
-  queryDeviceEx,
   queryGid,
   queryGidEx,
   queryPkey,
   queryPort,
-} from "./device-attr.ts";
+} from "./port-attr.ts";
 import { ProtectionDomain } from "./pd.ts";
 import { CompletionQueue, type CqInit } from "./cq.ts";
 import { CompletionChannel } from "./channel.ts";
@@ -45,22 +42,28 @@ export type ContextOp =
 /** The `verbs_context` members this library calls. */
 export type ExtendedOp = "query_port" | "query_device_ex" | "create_cq_ex" | "create_qp_ex";
 
+let objectsOf: (ctx: Context) => Map<bigint, NativeResource>;
+
 /** An open device context. Create with {@link openDevice}; closing it closes everything made from it. */
-export class Context extends Resource {
+export class Context extends NativeResource {
   /** The `struct ibv_context *`. */
   readonly ptr: NativePointer;
   /** The device name, e.g. `rxe0`. */
   readonly deviceName: string;
   /** The async-event file descriptor (non-blocking). */
   readonly asyncFd: number;
-  /** Native objects by address, so async events and CQ events find their owner. */
-  readonly objects: Map<bigint, Resource> = new Map();
+  // native objects by address, so async events and CQ events find their owner
+  readonly #objects = new Map<bigint, NativeResource>();
+
+  static {
+    objectsOf = (ctx) => ctx.#objects;
+  }
 
   /** Wraps an opened `ibv_context`; prefer {@link openDevice}. */
   constructor(ptr: NativePointer, deviceName: string) {
     super("Context", []);
     const n = native();
-    const L = layoutFor(n.arch).ibv_context.fields;
+    const L = layouts().ibv_context.fields;
     this.ptr = ptr;
     this.deviceName = deviceName;
     this.asyncFd = new DataView(n.arrayBuffer(ptr, L.async_fd.offset + 4)).getInt32(
@@ -74,7 +77,7 @@ export class Context extends Resource {
   get numCompVectors(): number {
     this.assertOpen();
     const n = native();
-    const at = layoutFor(n.arch).ibv_context.fields.num_comp_vectors.offset;
+    const at = layouts().ibv_context.fields.num_comp_vectors.offset;
     return new DataView(n.arrayBuffer(this.ptr, at + 4)).getInt32(at, true);
   }
 
@@ -149,7 +152,7 @@ export class Context extends Resource {
     this.assertOpen();
     return native().readPointer(
       this.ptr,
-      layoutFor(native().arch).ibv_context.fields[`ops.${name}`].offset,
+      layouts().ibv_context.fields[`ops.${name}`].offset,
     );
   }
 
@@ -160,7 +163,7 @@ export class Context extends Resource {
   extendedOp(name: ExtendedOp): NativePointer | null {
     this.assertOpen();
     const n = native();
-    const L = layoutFor(n.arch);
+    const L = layouts();
     // abi_compat == (void *)-1 marks a verbs_context; read it as a u64 (in Bun a pointer
     // is a JS number, which cannot hold 2^64 - 1 exactly)
     const abiAt = L.ibv_context.fields.abi_compat.offset;
@@ -174,8 +177,9 @@ export class Context extends Resource {
     return n.readPointer(start, vc.fields[name].offset);
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
-    this.objects.clear();
+    this.#objects.clear();
     if (native().ibverbs.ibv_close_device(this.ptr) !== 0) throwErrno("ibv_close_device");
   }
 }
@@ -194,9 +198,36 @@ export function openDevice(name?: string): Context {
       names.push(devName);
       if (name !== undefined && devName !== name) continue;
       const ctx = n.ibverbs.ibv_open_device(d);
-      if (ctx === null) throwErrno("ibv_open_device", devName);
+      if (ctx === null) {
+        const errno = n.errno();
+        if (errno === Errno.EACCES || errno === Errno.EPERM) {
+          const dev = n.cstring(d, layouts().ibv_device.fields.dev_name.offset) ?? "uverbs*";
+          throw new DevicePermissionError("ibv_open_device", `/dev/infiniband/${dev}`);
+        }
+        throw nativeError("ibv_open_device", errno, devName);
+      }
       return new Context(ctx, devName);
     }
     throw new InvalidArgumentError(`no RDMA device named "${name}" (have: ${names.join(", ")})`);
   });
+}
+
+/** Remembers the object at `ptr` for async and CQ events (module-private to the library). */
+export function rememberObject(ctx: Context, ptr: NativePointer, obj: NativeResource): void {
+  objectsOf(ctx).set(native().address(ptr), obj);
+}
+
+/** Forgets the object at `ptr` (module-private to the library). */
+export function forgetObject(ctx: Context, ptr: NativePointer): void {
+  objectsOf(ctx).delete(native().address(ptr));
+}
+
+/** The object at `address`, if this context made one there (module-private to the library). */
+export function objectAt(ctx: Context, address: bigint): NativeResource | undefined {
+  return objectsOf(ctx).get(address);
+}
+
+/** Every object the context remembers (module-private to the library). */
+export function contextObjects(ctx: Context): Iterable<NativeResource> {
+  return objectsOf(ctx).values();
 }

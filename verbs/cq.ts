@@ -5,7 +5,7 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import type { PreparedCall } from "../types/native.ts";
 import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
@@ -18,14 +18,15 @@ import {
 import { CompletionPump, type CompletionRecord } from "../poller/tracker.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
-import { layoutFor } from "../types/layout.ts";
 import { nativeError, throwErrno, throwReturned } from "../ffi/errors.ts";
 import { Errno } from "../types/errno.ts";
-import { NativeBlock } from "./memory.ts";
-import { Resource } from "./resource.ts";
+import { NativeBlock } from "../ffi/memory.ts";
+import { checkResource, NativeResource } from "../ffi/resource.ts";
 import { WorkCompletion } from "./wc.ts";
-import type { CompletionChannel } from "./channel.ts";
-import type { Context } from "./context.ts";
+import { CompletionChannel } from "./channel.ts";
+import { Context, forgetObject, rememberObject } from "./context.ts";
+import type { RecvWr, SendWr } from "./wr.ts";
+import { holdMemory } from "./mr.ts";
 
 /** Options of {@link Context.createCq}. */
 export interface CqInit {
@@ -39,19 +40,30 @@ export interface CqInit {
   readonly pollBatch?: number;
 }
 
-/** Something that receives the completions of one QP from a shared CQ. */
-export interface CompletionTarget {
-  /** The QP number completions are matched by. */
+/** Something that receives the completions of one QP from a shared CQ (a QueuePair). */
+interface CompletionTarget {
   readonly qpNum: number;
-  /** Called with the cursor at the completion (valid only during the call). */
   onCompletion: ((wc: WorkCompletion) => void) | null;
 }
+
+/**
+ * The wr_ids `qp.send()`/`qp.recv()` post with: from 2^62 up. A CQ with tracked work requests
+ * reserves them; post other work requests on it with wr_ids below 2^62.
+ */
+export const TRACKED_WR_ID_BASE: bigint = 1n << 62n;
+
+const POLL_BATCH_MAX = 4096;
+
+let targetsOf: (cq: CompletionQueue) => Map<number, CompletionTarget>;
+let eventNoted: (cq: CompletionQueue, batch: number) => void;
+let pumpOf: (cq: CompletionQueue) => CompletionPump;
+let nextTag: (cq: CompletionQueue) => bigint;
 
 type PollSpec = typeof IBVERBS_OPS.poll_cq;
 type NotifySpec = typeof IBVERBS_OPS.req_notify_cq;
 
 /** A completion queue. */
-export class CompletionQueue extends Resource {
+export class CompletionQueue extends NativeResource {
   /** The `struct ibv_cq *`. */
   readonly ptr: NativePointer;
   /** Its context. */
@@ -73,13 +85,45 @@ export class CompletionQueue extends Resource {
   #pollMax: number;
   #unacked = 0;
   #pump: CompletionPump | null = null;
+  #tags = 0n;
+
+  static {
+    targetsOf = (cq) => cq.#targets;
+    eventNoted = (cq, batch) => {
+      if (++cq.#unacked >= batch) cq.ackEvents();
+    };
+    pumpOf = (cq) =>
+      cq.#pump ??= new CompletionPump(cq, {
+        strategy: cq.channel ? undefined : "busy",
+        onUntracked: (wc) => cq.#route(wc as WorkCompletion),
+      });
+    nextTag = (cq) => TRACKED_WR_ID_BASE + cq.#tags++;
+  }
 
   /** Creates a CQ; prefer `context.createCq()`. */
   constructor(context: Context, init: CqInit) {
-    context.assertOpen();
-    init.channel?.assertOpen();
-    if (!Number.isInteger(init.cqe) || init.cqe < 1) {
+    checkResource(context, Context, "context");
+    if (typeof init !== "object" || init === null) {
+      throw new InvalidArgumentError("CQ init must be an object");
+    }
+    if (init.channel !== undefined) {
+      checkResource(init.channel, CompletionChannel, "channel");
+      if (init.channel.context !== context) {
+        throw new InvalidArgumentError("the completion channel is on another device");
+      }
+    }
+    if (!Number.isInteger(init.cqe) || init.cqe < 1 || init.cqe > 0x7fffffff) {
       throw new InvalidArgumentError(`cqe must be a positive integer, got ${init.cqe}`);
+    }
+    const batch = init.pollBatch ?? Math.min(init.cqe, 64);
+    if (!Number.isInteger(batch) || batch < 1 || batch > POLL_BATCH_MAX) {
+      throw new InvalidArgumentError(
+        `pollBatch must be an integer 1..${POLL_BATCH_MAX}, got ${batch}`,
+      );
+    }
+    const vector = init.compVector ?? 0;
+    if (!Number.isInteger(vector) || vector < 0 || vector > 0x7fffffff) {
+      throw new InvalidArgumentError(`compVector must be an integer >= 0, got ${vector}`);
     }
     const n = native();
     const cq = n.ibverbs.ibv_create_cq(
@@ -87,16 +131,16 @@ export class CompletionQueue extends Resource {
       init.cqe,
       null,
       init.channel?.ptr ?? null,
-      init.compVector ?? 0,
+      vector,
     );
     if (cq === null) throwErrno("ibv_create_cq", `cqe ${init.cqe}`);
     super("CompletionQueue", [context, init.channel]);
     this.ptr = cq;
     this.context = context;
     this.channel = init.channel ?? null;
-    const L = layoutFor(n.arch);
+    const L = layouts();
     this.#cqView = new DataView(n.arrayBuffer(cq, L.ibv_cq.size));
-    this.pollBatch = init.pollBatch ?? Math.min(init.cqe, 64);
+    this.pollBatch = batch;
     this.#wcs = new NativeBlock(L.ibv_wc.size * this.pollBatch, 64);
     this.wc = new WorkCompletion(this.#wcs.view, this.#wcs.ptr);
     this.#pollMax = this.pollBatch;
@@ -108,12 +152,12 @@ export class CompletionQueue extends Resource {
     const notify = context.op("req_notify_cq")!;
     this.#notify = n.prepareCall(notify, IBVERBS_OPS.req_notify_cq, [cq, 0]);
     this.#notifySolicited = n.prepareCall(notify, IBVERBS_OPS.req_notify_cq, [cq, 1]);
-    context.objects.set(n.address(cq), this);
+    rememberObject(context, cq, this);
   }
 
   /** The number of entries the provider granted. */
   get cqe(): number {
-    return this.#cqView.getInt32(layoutFor(native().arch).ibv_cq.fields.cqe.offset, true);
+    return this.#cqView.getInt32(layouts().ibv_cq.fields.cqe.offset, true);
   }
 
   /**
@@ -123,7 +167,7 @@ export class CompletionQueue extends Resource {
   poll(max: number = this.pollBatch): number {
     if (this.closed) this.assertOpen();
     if (max !== this.#pollMax) {
-      if (max < 1 || max > this.pollBatch) {
+      if (!Number.isInteger(max) || max < 1 || max > this.pollBatch) {
         throw new InvalidArgumentError(`poll(max): max must be 1..${this.pollBatch}, got ${max}`);
       }
       this.#pollMax = max;
@@ -136,6 +180,7 @@ export class CompletionQueue extends Resource {
 
   /** The cursor at completion `i` of the last `poll` (the same object each time). */
   completion(i: number): WorkCompletion {
+    if (this.closed) this.assertOpen();
     return this.wc.at(i);
   }
 
@@ -170,32 +215,24 @@ export class CompletionQueue extends Resource {
   }
 
   /**
-   * A promise for the completion of `wrId` (post it signaled in the same tick): resolves with a
-   * copy on success, rejects with WorkCompletionError on an error status. While promises are
-   * pending the CQ is driven for them; completions nobody tracks go to their QP's
+   * A promise for the completion of a WR posted with `wrId` (post it signaled in the same tick):
+   * resolves with a copy on success, rejects with WorkCompletionError on an error status. While
+   * promises are pending the CQ is driven for them; completions nobody tracks go to their QP's
    * `onCompletion` (or `onUnmatched`). Do not also poll this CQ by hand meanwhile.
+   * `qp.send()`/`qp.recv()` do this for one WR with a reserved wr_id
+   * ({@link TRACKED_WR_ID_BASE}).
    */
   track(wrId: bigint, options?: WaitOptions): Promise<CompletionRecord> {
-    this.assertOpen();
-    this.#pump ??= new CompletionPump(this, {
-      strategy: this.channel ? undefined : "busy",
-      onUntracked: (wc) => this.#route(wc as WorkCompletion),
-    });
-    return this.#pump.track(wrId, options);
+    try {
+      this.assertOpen();
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return pumpOf(this).track(wrId, options);
   }
 
   #withStrategy(options: CompletionWaitOptions): CompletionWaitOptions {
     return options.strategy || this.channel ? options : { ...options, strategy: "busy" };
-  }
-
-  /** Registers a QP for {@link CompletionQueue.dispatch} (done by QPs using this CQ). */
-  attach(target: CompletionTarget): void {
-    this.#targets.set(target.qpNum, target);
-  }
-
-  /** Removes a QP from dispatch. */
-  detach(target: CompletionTarget): void {
-    if (this.#targets.get(target.qpNum) === target) this.#targets.delete(target.qpNum);
   }
 
   /**
@@ -212,7 +249,7 @@ export class CompletionQueue extends Resource {
   /** Resizes the CQ to at least `cqe` entries. */
   resize(cqe: number): void {
     this.assertOpen();
-    if (!Number.isInteger(cqe) || cqe < 1) {
+    if (!Number.isInteger(cqe) || cqe < 1 || cqe > 0x7fffffff) {
       throw new InvalidArgumentError(`cqe must be a positive integer, got ${cqe}`);
     }
     const rc = native().ibverbs.ibv_resize_cq(this.ptr, cqe);
@@ -224,11 +261,6 @@ export class CompletionQueue extends Resource {
     return this.#unacked;
   }
 
-  /** Counts one CQ event; acks in batches of `batch` (called by the channel). */
-  noteEvent(batch: number): void {
-    if (++this.#unacked >= batch) this.ackEvents();
-  }
-
   /** Acks every counted CQ event now (`ibv_ack_cq_events`). */
   ackEvents(): void {
     if (this.#unacked === 0) return;
@@ -236,6 +268,7 @@ export class CompletionQueue extends Resource {
     this.#unacked = 0;
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     const n = native();
     // pending waits and tracked WRs settle with a typed error instead of hanging
@@ -243,7 +276,7 @@ export class CompletionQueue extends Resource {
     this.#pump?.close(closed);
     cancelCompletionWaits(this, closed);
     this.ackEvents(); // ibv_destroy_cq waits for every retrieved event to be acked
-    this.context.objects.delete(n.address(this.ptr));
+    forgetObject(this.context, this.ptr);
     this.#poll.free();
     this.#notify.free();
     this.#notifySolicited.free();
@@ -251,4 +284,49 @@ export class CompletionQueue extends Resource {
     this.#wcs.free();
     if (rc !== 0) throwReturned("ibv_destroy_cq", rc);
   }
+}
+
+/** Registers a QP for `cq.dispatch()` (module-private: QPs do it for their CQs). */
+export function attachTarget(cq: CompletionQueue, target: CompletionTarget): void {
+  targetsOf(cq).set(target.qpNum, target);
+}
+
+/** Removes a QP from dispatch (module-private). */
+export function detachTarget(cq: CompletionQueue, target: CompletionTarget): void {
+  const targets = targetsOf(cq);
+  if (targets.get(target.qpNum) === target) targets.delete(target.qpNum);
+}
+
+/** Counts one CQ event; acks in batches of `batch` (module-private: the channel calls it). */
+export function noteCqEvent(cq: CompletionQueue, batch: number): void {
+  eventNoted(cq, batch);
+}
+
+/**
+ * Posts one WR with a reserved wr_id (`post(tag)`) and tracks it by that tag and the QP's
+ * number, reporting the WR's own `wrId`; the MRs of its SGEs are held (refuse to close) until
+ * it settles (module-private: `qp.send()`/`qp.recv()`).
+ */
+export function trackTagged(
+  cq: CompletionQueue,
+  qp: { readonly qpNum: number },
+  wr: SendWr | RecvWr,
+  options: WaitOptions | undefined,
+  post: (tag: bigint) => void,
+): Promise<CompletionRecord> {
+  cq.assertOpen();
+  const tag = nextTag(cq);
+  post(tag);
+  const release = holdMemory(wr.sg);
+  const reportAs = BigInt(wr.wrId ?? 0);
+  return pumpOf(cq).track(tag, { ...options, qpNum: qp.qpNum, reportAs }).then(
+    (r) => {
+      release();
+      return r;
+    },
+    (e) => {
+      release();
+      throw e;
+    },
+  );
 }

@@ -1,40 +1,26 @@
 /**
- * Device, port, GID and P_Key queries as typed objects with readable enum names.
- * The port is queried through `verbs_context.query_port` (the exported
- * `ibv_query_port` fills only the truncated compat struct).
+ * Device attributes (`ibv_query_device`, `ibv_query_device_ex` and its nested capability
+ * structs) as typed objects with readable enum names.
  *
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
-import { layoutFor } from "../types/layout.ts";
 import {
   AtomicCap,
   DeviceCapFlags,
   DeviceCapFlagsEx,
   enumName,
   flagNames,
-  GidType,
-  LinkLayer,
-  mtuStr,
-  mtuToBytes,
   OdpGeneralCaps,
   OdpTransportCap,
-  physStateStr,
-  PortCapFlags,
-  PortState,
-  portStateStr,
   QpType,
-  speedStr,
-  widthStr,
 } from "../types/enums.ts";
 import { Errno } from "../types/errno.ts";
-import { InvalidArgumentError } from "../types/errors.ts";
-import { throwErrno, throwReturned } from "../ffi/errors.ts";
-import { NativeBlock } from "./memory.ts";
+import { throwReturned } from "../ffi/errors.ts";
+import { NativeBlock } from "../ffi/memory.ts";
 import { readScalars } from "./structs.ts";
-import { formatGid } from "./gid.ts";
 import type { Context } from "./context.ts";
 
 /** `struct ibv_device_attr` with camelCase names (64-bit fields as bigint) plus names. */
@@ -205,62 +191,6 @@ export interface DeviceAttrEx extends DeviceAttr {
   readonly physPortCntEx: number;
 }
 
-/** `struct ibv_port_attr` with camelCase names plus readable names. */
-export interface PortAttr {
-  /** `enum ibv_port_state`. */
-  readonly state: number;
-  /** The state's C name (`IBV_PORT_ACTIVE`). */
-  readonly stateName: string;
-  /** The state's text (`ibv_port_state_str`). */
-  readonly stateText: string;
-  /** `enum ibv_mtu` of the largest MTU. */
-  readonly maxMtu: number;
-  /** `enum ibv_mtu` in use. */
-  readonly activeMtu: number;
-  /** The active MTU in bytes. */
-  readonly activeMtuBytes: number;
-  /** Length of the GID table. */
-  readonly gidTblLen: number;
-  /** `port_cap_flags` as C names. */
-  readonly portCapFlagNames: readonly string[];
-  /** Maximum message size. */
-  readonly maxMsgSz: number;
-  /** Length of the P_Key table. */
-  readonly pkeyTblLen: number;
-  /** LID (0 on RoCE). */
-  readonly lid: number;
-  /** `IBV_LINK_LAYER_*`. */
-  readonly linkLayer: number;
-  /** The link layer's C name. */
-  readonly linkLayerName: string;
-  /** Readable width, speed, physical state and MTU. */
-  readonly activeWidthName: string;
-  /** Readable active speed. */
-  readonly activeSpeedName: string;
-  /** Readable physical state. */
-  readonly physStateName: string;
-  /** Readable active MTU. */
-  readonly activeMtuName: string;
-  /** Every other scalar field of `ibv_port_attr`. */
-  readonly [field: string]: number | string | readonly string[];
-}
-
-/** One GID table entry (`struct ibv_gid_entry`). */
-export interface GidEntry {
-  /** The GID text. */
-  readonly gid: string;
-  /** Index in the port's table. */
-  readonly gidIndex: number;
-  /** Port number. */
-  readonly portNum: number;
-  /** `enum ibv_gid_type` value. */
-  readonly gidType: number;
-  /** Its C name (`IBV_GID_TYPE_ROCE_V2`). */
-  readonly gidTypeName: string;
-  /** Interface index of the netdev (RoCE), 0 otherwise. */
-  readonly ndevIfindex: number;
-}
-
 /** `enum ibv_rx_hash_function_flags`. */
 const RX_HASH_FUNCTION = { TOEPLITZ: 0x1 } as const;
 /** `enum ibv_rx_hash_fields`. */
@@ -303,7 +233,7 @@ function qpts(mask: number): SupportedQpts {
 
 /** The nested capability structs of `ibv_device_attr_ex`, as typed objects. */
 function nestedCaps(view: DataView) {
-  const L = layoutFor(native().arch).ibv_device_attr_ex;
+  const L = layouts().ibv_device_attr_ex;
   const read = (prefix: string) => readScalars(view, L, prefix) as Record<string, number>;
   const big = (prefix: string) => readScalars(view, L, prefix) as Record<string, bigint>;
   const odp = big("odp_caps.");
@@ -372,7 +302,7 @@ function hex64(v: bigint): string {
 }
 
 function deviceAttrFrom(view: DataView, prefix: string): DeviceAttr {
-  const L = layoutFor(native().arch);
+  const L = layouts();
   const layout = prefix ? L.ibv_device_attr_ex : L.ibv_device_attr;
   const o = readScalars(view, layout, prefix, 0, ["fw_ver"]);
   return {
@@ -387,7 +317,7 @@ function deviceAttrFrom(view: DataView, prefix: string): DeviceAttr {
 /** `ibv_query_device`. */
 export function queryDevice(ctx: Context): DeviceAttr {
   ctx.assertOpen();
-  const block = new NativeBlock(layoutFor(native().arch).ibv_device_attr.size, 8);
+  const block = new NativeBlock(layouts().ibv_device_attr.size, 8);
   try {
     const rc = native().ibverbs.ibv_query_device(ctx.ptr, block.ptr);
     if (rc !== 0) throwReturned("ibv_query_device", rc);
@@ -400,7 +330,7 @@ export function queryDevice(ctx: Context): DeviceAttr {
 /** `ibv_query_device_ex` through `verbs_context`, falling back to the base query like `verbs.h`. */
 export function queryDeviceEx(ctx: Context): DeviceAttrEx {
   const n = native();
-  const L = layoutFor(n.arch);
+  const L = layouts();
   const fn = ctx.extendedOp("query_device_ex");
   const block = new NativeBlock(L.ibv_device_attr_ex.size, 8);
   const input = new NativeBlock(L.ibv_query_device_ex_input.size, 8);
@@ -448,129 +378,5 @@ export function queryDeviceEx(ctx: Context): DeviceAttrEx {
   } finally {
     block.free();
     input.free();
-  }
-}
-
-function checkPort(port: number): void {
-  if (!Number.isInteger(port) || port < 1 || port > 255) {
-    throw new InvalidArgumentError(`port numbers are 1..255, got ${port}`);
-  }
-}
-
-/** The full `struct ibv_port_attr` through `verbs_context.query_port` (compat query otherwise). */
-export function queryPort(ctx: Context, port: number): PortAttr {
-  checkPort(port);
-  const n = native();
-  const L = layoutFor(n.arch).ibv_port_attr;
-  const fn = ctx.extendedOp("query_port");
-  const block = new NativeBlock(L.size, 8);
-  try {
-    const rc = fn
-      ? n.fnPointer(fn, IBVERBS_OPS.query_port)(ctx.ptr, port, block.ptr, L.size)
-      : n.ibverbs.ibv_query_port(ctx.ptr, port, block.ptr);
-    if (rc !== 0) throwReturned("ibv_query_port", rc, `port ${port}`);
-    const o = readScalars(block.view, L) as Record<string, number>;
-    return {
-      ...o,
-      state: o.state,
-      stateName: enumName(PortState, o.state, "IBV_PORT_"),
-      stateText: portStateStr(o.state),
-      maxMtu: o.maxMtu,
-      activeMtu: o.activeMtu,
-      activeMtuBytes: mtuToBytes(o.activeMtu) ?? 0,
-      activeMtuName: mtuStr(o.activeMtu),
-      gidTblLen: o.gidTblLen,
-      portCapFlagNames: flagNames(PortCapFlags, o.portCapFlags, "IBV_PORT_"),
-      maxMsgSz: o.maxMsgSz,
-      pkeyTblLen: o.pkeyTblLen,
-      lid: o.lid,
-      linkLayer: o.linkLayer,
-      linkLayerName: enumName(LinkLayer, o.linkLayer, "IBV_LINK_LAYER_"),
-      activeWidthName: widthStr(o.activeWidth),
-      activeSpeedName: speedStr(o.activeSpeed),
-      physStateName: physStateStr(o.physState),
-    };
-  } finally {
-    block.free();
-  }
-}
-
-/** `ibv_query_gid`: one GID as text. */
-export function queryGid(ctx: Context, port: number, index: number): string {
-  ctx.assertOpen();
-  checkPort(port);
-  const block = new NativeBlock(16, 8);
-  try {
-    if (native().ibverbs.ibv_query_gid(ctx.ptr, port, index, block.ptr) !== 0) {
-      throwErrno("ibv_query_gid", `port ${port} index ${index}`);
-    }
-    return formatGid(block.bytes);
-  } finally {
-    block.free();
-  }
-}
-
-function gidEntry(view: DataView, base: number): GidEntry {
-  const L = layoutFor(native().arch).ibv_gid_entry.fields;
-  const gidType = view.getUint32(base + L.gid_type.offset, true);
-  return {
-    gid: formatGid(new Uint8Array(view.buffer, view.byteOffset + base + L.gid.offset, 16)),
-    gidIndex: view.getUint32(base + L.gid_index.offset, true),
-    portNum: view.getUint32(base + L.port_num.offset, true),
-    gidType,
-    gidTypeName: enumName(GidType, gidType, "IBV_GID_TYPE_"),
-    ndevIfindex: view.getUint32(base + L.ndev_ifindex.offset, true),
-  };
-}
-
-/** `ibv_query_gid_ex`: one GID entry with its type. */
-export function queryGidEx(ctx: Context, port: number, index: number): GidEntry {
-  ctx.assertOpen();
-  checkPort(port);
-  const n = native();
-  const size = layoutFor(n.arch).ibv_gid_entry.size;
-  const fn = n.ibverbs._ibv_query_gid_ex;
-  if (!fn) throw new InvalidArgumentError("this libibverbs has no ibv_query_gid_ex");
-  const block = new NativeBlock(size, 8);
-  try {
-    const rc = fn(ctx.ptr, port, index, block.ptr, 0, size);
-    if (rc !== 0) throwReturned("ibv_query_gid_ex", rc, `port ${port} index ${index}`);
-    return gidEntry(block.view, 0);
-  } finally {
-    block.free();
-  }
-}
-
-/** `ibv_query_gid_table`: every valid GID of every port. */
-export function gidTable(ctx: Context, maxEntries = 256): GidEntry[] {
-  ctx.assertOpen();
-  const n = native();
-  const size = layoutFor(n.arch).ibv_gid_entry.size;
-  const fn = n.ibverbs._ibv_query_gid_table;
-  if (!fn) throw new InvalidArgumentError("this libibverbs has no ibv_query_gid_table");
-  const block = new NativeBlock(size * maxEntries, 8);
-  try {
-    const count = Number(fn(ctx.ptr, block.ptr, maxEntries, 0, size));
-    if (count < 0) throwReturned("ibv_query_gid_table", count);
-    const out: GidEntry[] = [];
-    for (let i = 0; i < count; i++) out.push(gidEntry(block.view, i * size));
-    return out;
-  } finally {
-    block.free();
-  }
-}
-
-/** `ibv_query_pkey`: the P_Key at `index`, in host order. */
-export function queryPkey(ctx: Context, port: number, index: number): number {
-  ctx.assertOpen();
-  checkPort(port);
-  const block = new NativeBlock(2, 8);
-  try {
-    if (native().ibverbs.ibv_query_pkey(ctx.ptr, port, index, block.ptr) !== 0) {
-      throwErrno("ibv_query_pkey", `port ${port} index ${index}`);
-    }
-    return block.view.getUint16(0, false);
-  } finally {
-    block.free();
   }
 }

@@ -4,12 +4,12 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import { Errno } from "../types/errno.ts";
 import { NoDeviceError } from "../types/errors.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { layoutFor } from "../types/layout.ts";
 import { nativeError } from "../ffi/errors.ts";
+import { NativeBlock } from "../ffi/memory.ts";
 
 /** One RDMA device as `ibv_get_device_list` reports it. */
 export interface DeviceInfo {
@@ -36,7 +36,7 @@ export interface DeviceInfo {
 export function listDevices(): DeviceInfo[] {
   return withDeviceList((list, count) => {
     const n = native();
-    const dev = layoutFor(n.arch).ibv_device.fields;
+    const dev = layouts().ibv_device.fields;
     const out: DeviceInfo[] = [];
     for (let i = 0; i < count; i++) {
       const d = n.readPointer(list, i * 8)!;
@@ -66,10 +66,9 @@ export function withDeviceList<T>(
   fn: (list: NativePointer, count: number) => T,
 ): T {
   const n = native();
-  const countBox = n.alloc(4, 8);
-  try {
+  return NativeBlock.with(4, (countBox) => {
     n.setErrno(0);
-    const list = n.ibverbs.ibv_get_device_list(countBox);
+    const list = n.ibverbs.ibv_get_device_list(countBox.ptr);
     if (list === null) {
       const errno = n.errno();
       if (errno === Errno.ENOSYS) {
@@ -80,13 +79,11 @@ export function withDeviceList<T>(
       throw nativeError("ibv_get_device_list", errno);
     }
     try {
-      const count = new Int32Array(n.arrayBuffer(countBox, 4))[0];
+      const count = countBox.view.getInt32(0, true);
       if (count === 0) throw new NoDeviceError("ibv_get_device_list returned no devices");
       return fn(list, count);
     } finally {
       n.ibverbs.ibv_free_device_list(list);
     }
-  } finally {
-    n.free(countBox);
-  }
+  });
 }

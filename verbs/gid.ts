@@ -21,6 +21,9 @@ export function formatGid(raw: Uint8Array): string {
 
 /** Parses a GID (IPv6 text, `::` allowed, or 16 bytes) into 16 bytes. */
 export function parseGid(gid: GidLike): Uint8Array {
+  if (typeof gid !== "string" && !(gid instanceof Uint8Array)) {
+    throw new InvalidArgumentError(`a GID is text or 16 bytes, got ${typeof gid}`);
+  }
   if (gid instanceof Uint8Array) {
     if (gid.length !== 16) throw new InvalidArgumentError(`a GID has 16 bytes, got ${gid.length}`);
     return gid;

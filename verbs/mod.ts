@@ -10,6 +10,8 @@
  * - Memory registration grants `LOCAL_WRITE` only unless more is asked for.
  * - A send WR without `flags` is `SIGNALED`; without `opcode` it is a SEND. A zero-length
  *   message has no SGE (`sg: []`); a 0-byte SGE is rejected. `imm` is given in host order.
+ * - Work requests have one shape per opcode (`SendWr` is their union); 64-bit values
+ *   (`wrId`, addresses, atomic operands) are a bigint or a non-negative safe-integer number.
  * - `postSend`/`postRecv` check every WR first. When WR `i` is invalid, WRs `0..i-1` are
  *   posted (as `ibv_post_send` does up to `bad_wr`) and `InvalidWorkRequestError` reports
  *   `index` i; a provider failure raises `PostError` with the index of `bad_wr`.
@@ -33,43 +35,58 @@
  * @module
  */
 
-export { Context, openDevice } from "./context.ts";
+export { Context, type ContextOp, type ExtendedOp, openDevice } from "./context.ts";
 export type {
   CqModerationCaps,
   DeviceAttr,
   DeviceAttrEx,
   DeviceCaps,
-  GidEntry,
   OdpCaps,
   OdpPerTransportCaps,
   PacketPacingCaps,
   PciAtomicCaps,
-  PortAttr,
   RssCaps,
   SupportedQpts,
   TmCaps,
   TsoCaps,
 } from "./device-attr.ts";
+export type { GidEntry, PortAttr } from "./port-attr.ts";
+export { type DeviceInfo, listDevices } from "./devices.ts";
 export { ProtectionDomain } from "./pd.ts";
 export { checkAccess, MemoryRegion, type RegisterOptions, type RemoteAddress } from "./mr.ts";
 export { MemoryWindow } from "./mw.ts";
-export { CompletionQueue, type CompletionTarget, type CqInit } from "./cq.ts";
+export { CompletionQueue, type CqInit, TRACKED_WR_ID_BASE } from "./cq.ts";
 export { CompletionChannel } from "./channel.ts";
 export { WorkCompletion, type WorkCompletionData } from "./wc.ts";
-export {
-  type ConnectOptions,
-  type GrantedCap,
-  type QpCap,
-  type QpInit,
-  QueuePair,
-  type RemoteEndpoint,
-} from "./qp.ts";
+export { type QpTransitionOptions, QueuePair, type RemoteEndpoint } from "./qp.ts";
+export type { CreatableQpType, GrantedCap, QpCap, QpInit } from "./qp-init.ts";
 export type { QpAttr, QpAttrs } from "./qp-attr.ts";
 export { SharedReceiveQueue, type SrqAttr, type SrqInit } from "./srq.ts";
-export { AddressHandle, type AhAttr, type GlobalRoute } from "./ah.ts";
-export type { RecvWr, Remote, SendWr, Sge } from "./wr.ts";
-export { PreparedRecv, PreparedSend } from "./prepared.ts";
+export { AddressHandle, type AhAttr, type AhAttrData, type GlobalRoute } from "./ah.ts";
+export {
+  type AtomicCmpSwpWr,
+  type AtomicFetchAddWr,
+  type BindMwWr,
+  type LocalInvWr,
+  type MwBind,
+  OPCODE_RULES,
+  type OpcodeRule,
+  type RdmaReadWr,
+  type RdmaWriteWithImmWr,
+  type RdmaWriteWr,
+  type RecvWr,
+  type Remote,
+  type SendOpWr,
+  type SendWithImmWr,
+  type SendWithInvWr,
+  type SendWr,
+  type SendWrBase,
+  type Sge,
+  type U64,
+  type UdDestination,
+} from "./wr.ts";
+export { PreparedList, PreparedRecv, PreparedSend } from "./prepared.ts";
 export { InvalidWorkRequestError, PostError, QpStateError } from "./post-errors.ts";
 export type { AsyncEvent } from "./async-event.ts";
 export { formatGid, type GidLike, parseGid } from "./gid.ts";
-export { Resource } from "./resource.ts";
+export { NativeResource } from "../ffi/resource.ts";

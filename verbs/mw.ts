@@ -6,30 +6,37 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { MwType } from "../types/enums.ts";
 import { Errno } from "../types/errno.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
-import { layoutFor } from "../types/layout.ts";
 import { nativeError, throwReturned } from "../ffi/errors.ts";
-import { Resource } from "./resource.ts";
-import type { ProtectionDomain } from "./pd.ts";
+import { checkResource, NativeResource } from "../ffi/resource.ts";
+import { ProtectionDomain } from "./pd.ts";
+
+let rkeySetter: (mw: MemoryWindow, rkey: number) => void;
 
 /** A memory window. `rkey` is the key of the current (or next) binding. */
-export class MemoryWindow extends Resource {
+export class MemoryWindow extends NativeResource {
   /** The `struct ibv_mw *`. */
   readonly ptr: NativePointer;
   /** Its PD. */
   readonly pd: ProtectionDomain;
   /** `MwType.TYPE_1` or `MwType.TYPE_2`. */
-  readonly type: number;
-  /** The rkey a peer uses after the latest bind (updated when a bind is posted). */
-  rkey: number;
+  readonly type: MwType;
+  #rkey: number;
+
+  static {
+    rkeySetter = (mw, rkey) => {
+      mw.#rkey = rkey;
+    };
+  }
 
   /** Allocates a window; prefer `pd.allocMw()`. */
-  constructor(pd: ProtectionDomain, type: number = MwType.TYPE_2) {
+  constructor(pd: ProtectionDomain, type: MwType = MwType.TYPE_2) {
+    checkResource(pd, ProtectionDomain, "pd");
     if (type !== MwType.TYPE_1 && type !== MwType.TYPE_2) {
       throw new InvalidArgumentError(`memory window type must be 1 or 2, got ${type}`);
     }
@@ -42,8 +49,13 @@ export class MemoryWindow extends Resource {
     this.ptr = mw;
     this.pd = pd;
     this.type = type;
-    const L = layoutFor(n.arch).ibv_mw.fields.rkey;
-    this.rkey = new DataView(n.arrayBuffer(mw, L.offset + 4)).getUint32(L.offset, true);
+    const L = layouts().ibv_mw.fields.rkey;
+    this.#rkey = new DataView(n.arrayBuffer(mw, L.offset + 4)).getUint32(L.offset, true);
+  }
+
+  /** The rkey a peer uses after the latest bind (advanced when a BIND_MW is posted). */
+  get rkey(): number {
+    return this.#rkey;
   }
 
   /** The rkey the next bind will use (`ibv_inc_rkey`: the low 8 bits advance). */
@@ -51,14 +63,17 @@ export class MemoryWindow extends Resource {
     return ((this.rkey & 0xffffff00) | ((this.rkey + 1) & 0xff)) >>> 0;
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     const n = native();
-    const fn = this.pd.context.closed ? null : n.readPointer(
-      this.pd.context.ptr,
-      layoutFor(n.arch).ibv_context.fields["ops.dealloc_mw"].offset,
-    );
+    const fn = this.pd.context.closed ? null : this.pd.context.op("dealloc_mw");
     if (!fn) return;
     const rc = n.fnPointer(fn, IBVERBS_OPS.dealloc_mw)(this.ptr);
     if (rc !== 0) throwReturned("ibv_dealloc_mw", rc);
   }
+}
+
+/** Records the rkey a posted BIND_MW gave the window (module-private: the posting step). */
+export function setWindowRkey(mw: MemoryWindow, rkey: number): void {
+  rkeySetter(mw, rkey);
 }

@@ -6,20 +6,22 @@
 
 import { native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { AccessFlags } from "../types/enums.ts";
+import { AccessFlags, type MwType } from "../types/enums.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { throwErrno, throwReturned } from "../ffi/errors.ts";
-import { Resource } from "./resource.ts";
-import { MemoryRegion, type RegisterOptions } from "./mr.ts";
+import { checkResource, NativeResource } from "../ffi/resource.ts";
+import { type MemoryRegion, registerArray, registerBlock, type RegisterOptions } from "./mr.ts";
+import { NativeBlock } from "../ffi/memory.ts";
 import { MemoryWindow } from "./mw.ts";
-import { type QpInit, QueuePair } from "./qp.ts";
+import { QueuePair } from "./qp.ts";
+import type { QpInit } from "./qp-init.ts";
 import { SharedReceiveQueue, type SrqInit } from "./srq.ts";
-import { AddressHandle, type AhAttr } from "./ah.ts";
-import type { Context } from "./context.ts";
+import { type AddressHandle, type AhAttr, createAh, createAhFromWc } from "./ah.ts";
+import { Context } from "./context.ts";
 import type { WorkCompletion } from "./wc.ts";
 
 /** A protection domain (`ibv_alloc_pd`). */
-export class ProtectionDomain extends Resource {
+export class ProtectionDomain extends NativeResource {
   /** The `struct ibv_pd *`. */
   readonly ptr: NativePointer;
   /** The context it was allocated on. */
@@ -27,7 +29,7 @@ export class ProtectionDomain extends Resource {
 
   /** Allocates a PD; prefer `context.allocPd()`. */
   constructor(context: Context) {
-    context.assertOpen();
+    checkResource(context, Context, "context");
     const pd = native().ibverbs.ibv_alloc_pd(context.ptr);
     if (pd === null) throwErrno("ibv_alloc_pd");
     super("ProtectionDomain", [context]);
@@ -41,13 +43,11 @@ export class ProtectionDomain extends Resource {
    */
   allocBuffer(length: number, options: RegisterOptions = {}): MemoryRegion {
     this.assertOpen();
-    if (!Number.isInteger(length) || length <= 0) {
+    if (!Number.isSafeInteger(length) || length <= 0) {
       throw new InvalidArgumentError(`buffer length must be a positive integer, got ${length}`);
     }
-    const n = native();
-    const p = n.alloc(length, 4096);
-    const bytes = new Uint8Array(n.arrayBuffer(p, length));
-    return new MemoryRegion(this, p, bytes, options.access ?? AccessFlags.LOCAL_WRITE, true);
+    const o = registerOptions(options);
+    return registerBlock(this, new NativeBlock(length, 4096), o.access, o.iova);
   }
 
   /**
@@ -58,15 +58,20 @@ export class ProtectionDomain extends Resource {
    */
   registerMemory(array: Uint8Array, options: RegisterOptions = {}): MemoryRegion {
     this.assertOpen();
+    if (!(array instanceof Uint8Array)) {
+      throw new InvalidArgumentError("registerMemory takes a Uint8Array");
+    }
     if (array.byteLength === 0) throw new InvalidArgumentError("cannot register 0 bytes");
-    const buf = array.buffer as ArrayBuffer & { resizable?: boolean };
-    if (buf.resizable) throw new InvalidArgumentError("cannot register a resizable ArrayBuffer");
-    const p = native().pointerOf(array);
-    return new MemoryRegion(this, p, array, options.access ?? AccessFlags.LOCAL_WRITE, false);
+    const buf = array.buffer as ArrayBuffer & { resizable?: boolean; growable?: boolean };
+    if (buf.resizable || buf.growable) {
+      throw new InvalidArgumentError("cannot register a resizable or growable buffer");
+    }
+    const o = registerOptions(options);
+    return registerArray(this, array, o.access, o.iova);
   }
 
   /** Allocates a memory window (type 2 by default). */
-  allocMw(type?: number): MemoryWindow {
+  allocMw(type?: MwType): MemoryWindow {
     this.assertOpen();
     return new MemoryWindow(this, type);
   }
@@ -86,7 +91,7 @@ export class ProtectionDomain extends Resource {
   /** Creates an address handle from attributes. */
   createAh(attr: AhAttr): AddressHandle {
     this.assertOpen();
-    return AddressHandle.fromAttr(this, attr);
+    return createAh(this, attr);
   }
 
   /**
@@ -99,11 +104,19 @@ export class ProtectionDomain extends Resource {
     port: number,
   ): AddressHandle {
     this.assertOpen();
-    return AddressHandle.fromWc(this, wc, grh, port);
+    return createAhFromWc(this, wc, grh, port);
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     const rc = native().ibverbs.ibv_dealloc_pd(this.ptr);
     if (rc !== 0) throwReturned("ibv_dealloc_pd", rc);
   }
+}
+
+function registerOptions(o: RegisterOptions): { access: number; iova: RegisterOptions["iova"] } {
+  if (typeof o !== "object" || o === null) {
+    throw new InvalidArgumentError("register options must be an object");
+  }
+  return { access: o.access ?? AccessFlags.LOCAL_WRITE, iova: o.iova };
 }

@@ -1,18 +1,20 @@
 /**
- * Posting lists of work requests through the provider's function pointers, with
- * a reusable native WR list per queue and `bad_wr` turned into an index.
+ * Posting work requests through the provider's function pointers: one prepared call per queue
+ * and list, `bad_wr` mapped to the index of the failing request ({@link PostCall}), a reusable
+ * native list per queue ({@link ListPoster}), and the one "check each, post the valid prefix,
+ * throw for the first bad one" step ({@link postChecked}).
  *
  * @module
  */
 
 import { native } from "../ffi/native.ts";
+import { NativeBlock } from "../ffi/memory.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import type { PreparedCall } from "../types/native.ts";
-import type { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
-import { IBVERBS_OPS as OPS } from "../types/symbols/ibverbs.ts";
-import { NativeBlock } from "./memory.ts";
-import { PostError } from "./post-errors.ts";
-import { countSges, type RecvWr, type SendWr, WrList } from "./wr.ts";
+import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
+import { InvalidWorkRequestError, PostError } from "./post-errors.ts";
+import { countSges, type RecvWr, type SendWr } from "./wr.ts";
+import { WrList } from "./wr-list.ts";
 
 type PostSpec = typeof IBVERBS_OPS.post_send;
 
@@ -25,15 +27,89 @@ const OP_NAMES: Record<PostOp, string> = {
   post_srq_recv: "ibv_post_srq_recv",
 };
 
+/**
+ * One prepared call of a post verb on one queue, with its `bad_wr` out-parameter: `run(list)`
+ * posts the list the call points at and maps a failure to {@link PostError} with the index of
+ * `bad_wr`. Allocates nothing.
+ */
+export class PostCall {
+  readonly #op: PostOp;
+  readonly #bad = new NativeBlock(8, 8);
+  readonly #call: PreparedCall<PostSpec>;
+
+  /** Prepares `op` (function pointer `fn`) on the queue `obj` with the list at `first`. */
+  constructor(op: PostOp, fn: NativePointer, obj: NativePointer, first: NativePointer) {
+    this.#op = op;
+    this.#call = native().prepareCall(fn, IBVERBS_OPS[op], [obj, first, this.#bad.ptr]);
+  }
+
+  /** Points the call at another list. */
+  retarget(first: NativePointer): void {
+    this.#call.setArg(1, first);
+  }
+
+  /** Posts; throws PostError naming the first request the provider refused. */
+  run(list: WrList): void {
+    const rc = this.#call.call();
+    if (rc !== 0) {
+      throw new PostError(OP_NAMES[this.#op], Math.abs(rc), list.indexOf(this.#bad.pointerAt(0)));
+    }
+  }
+
+  /** Frees the native argument block (idempotent). */
+  free(): void {
+    this.#call.free();
+    this.#bad.free();
+  }
+}
+
+/**
+ * Checks each WR with `problem`; posts the valid prefix with `post` (as `ibv_post_send` does up
+ * to `bad_wr`), then throws {@link InvalidWorkRequestError} for the first invalid WR.
+ */
+export function postChecked<W>(
+  what: string,
+  wrs: readonly W[],
+  problem: (wr: W) => string | null,
+  post: (wrs: readonly W[], count: number) => void,
+): void {
+  let bad = -1;
+  let reason: string | null = null;
+  for (let i = 0; i < wrs.length; i++) {
+    reason = problem(wrs[i]);
+    if (reason !== null) {
+      bad = i;
+      break;
+    }
+  }
+  const count = bad < 0 ? wrs.length : bad;
+  if (count > 0) post(wrs, count);
+  if (bad >= 0) throw new InvalidWorkRequestError(what, bad, reason!);
+}
+
+/** A one-WR array reused by the single-WR overloads, so posting one WR allocates nothing. */
+export class One<W> {
+  readonly #list: W[] = [];
+  /** `wrs` as an array: itself when it is one, else the reused one-element array. */
+  of(wrs: W | readonly W[]): readonly W[] {
+    if (Array.isArray(wrs)) return wrs;
+    this.#list[0] = wrs as W;
+    return this.#list;
+  }
+  /** Drops the reference to the last single WR. */
+  clear(): void {
+    this.#list.length = 0;
+  }
+}
+
 /** One queue's poster: a native WR list reused across posts and its prepared call. */
 export class ListPoster {
   readonly #op: PostOp;
   readonly #fn: NativePointer;
   readonly #obj: NativePointer;
   readonly #wrSize: number;
-  readonly #bad = new NativeBlock(8, 8);
   #list: WrList | null = null;
-  #call: PreparedCall<PostSpec> | null = null;
+  #call: PostCall | null = null;
 
   /** Creates a poster for `op` (function pointer `fn`) on the queue `obj`. */
   constructor(op: PostOp, fn: NativePointer, obj: NativePointer, wrSize: number) {
@@ -48,46 +124,32 @@ export class ListPoster {
     if (!list || list.capacity < count || list.sgeCapacity < sges) {
       const old = list;
       list = new WrList(this.#wrSize, Math.max(count, 8), Math.max(sges, 16));
-      if (!this.#call) {
-        this.#call = native().prepareCall(this.#fn, OPS[this.#op], [
-          this.#obj,
-          list.wr(0),
-          this.#bad.ptr,
-        ]);
-      } else this.#call.setArg(1, list.wr(0));
+      if (!this.#call) this.#call = new PostCall(this.#op, this.#fn, this.#obj, list.wr(0));
+      else this.#call.retarget(list.wr(0));
       old?.block.free();
       this.#list = list;
     }
     return list;
   }
 
-  #run(list: WrList): void {
-    const rc = this.#call!.call();
-    if (rc !== 0) {
-      const bad = native().readPointer(this.#bad.ptr, 0);
-      throw new PostError(OP_NAMES[this.#op], Math.abs(rc), list.indexOf(bad));
-    }
-  }
-
   /** Encodes and posts the first `count` send WRs (already checked). */
   postSend(wrs: readonly SendWr[], count: number): void {
-    const list = this.#ensure(count, countSges(wrs.slice(0, count)));
+    const list = this.#ensure(count, countSges(wrs, count));
     list.encodeSend(wrs, count);
-    this.#run(list);
+    this.#call!.run(list);
   }
 
   /** Encodes and posts the first `count` receive WRs (already checked). */
   postRecv(wrs: readonly RecvWr[], count: number): void {
-    const list = this.#ensure(count, countSges(wrs.slice(0, count)));
+    const list = this.#ensure(count, countSges(wrs, count));
     list.encodeRecv(wrs, count);
-    this.#run(list);
+    this.#call!.run(list);
   }
 
   /** Frees the native memory. */
   free(): void {
     this.#call?.free();
     this.#list?.block.free();
-    this.#bad.free();
     this.#call = null;
     this.#list = null;
   }

@@ -1,153 +1,158 @@
 /**
- * Prepared work requests: a WR list built once in native memory and re-posted
- * with one FFI call. Fields such as wr_id, length, remote address and imm are
- * updated in place; posting and updating allocate nothing on the JS heap.
+ * Prepared work requests: a WR list built once in native memory and re-posted with one FFI
+ * call. Fields such as wr_id, length, remote address and imm are updated in place; posting and
+ * updating allocate nothing on the JS heap.
  *
  * @module
  */
 
-import { native } from "../ffi/native.ts";
-import type { NativePointer } from "../types/ctypes.ts";
-import type { PreparedCall } from "../types/native.ts";
+import { layouts } from "../ffi/native.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { WrOpcode } from "../types/enums.ts";
-import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
-import { layoutFor } from "../types/layout.ts";
-import { NativeBlock, setU64 } from "./memory.ts";
-import { Resource } from "./resource.ts";
-import { PostError } from "./post-errors.ts";
-import { type PostOp, postOpName } from "./post.ts";
-import { countSges, type RecvWr, type SendWr, type Sge, WrList } from "./wr.ts";
+import { setU64 } from "../ffi/memory.ts";
+import { NativeResource } from "../ffi/resource.ts";
+import { PostCall, type PostOp } from "./post.ts";
+import { countSges, isU64, type RecvWr, type SendWr, type U64 } from "./wr.ts";
+import { WrList } from "./wr-list.ts";
 import type { MemoryRegion } from "./mr.ts";
 import type { QueuePair } from "./qp.ts";
 import type { SharedReceiveQueue } from "./srq.ts";
 
-type PostSpec = typeof IBVERBS_OPS.post_send;
+const construct = Symbol("PreparedList");
 
-/** The common part: a native list, its prepared call and the SGE bookkeeping. */
-abstract class PreparedList extends Resource {
+/** Makes checked send WRs into a PreparedSend (module-private: `qp.prepareSend`). */
+export function prepareSend(
+  qp: QueuePair,
+  wrs: readonly SendWr[],
+  check: () => void,
+): PreparedSend {
+  return new PreparedSend(qp, wrs, check, construct);
+}
+
+/** Makes checked receive WRs into a PreparedRecv (module-private: `prepareRecv`). */
+export function prepareRecv(
+  owner: QueuePair | SharedReceiveQueue,
+  op: "post_recv" | "post_srq_recv",
+  wrs: readonly RecvWr[],
+  check: () => void,
+): PreparedRecv {
+  return new PreparedRecv(owner, op, wrs, check, construct);
+}
+
+/** The common part of prepared sends and receives: a native list, its call, the SGE bookkeeping. */
+export abstract class PreparedList extends NativeResource {
   /** Number of WRs in the list. */
   readonly length: number;
-  protected readonly list: WrList;
+  /** The native list's view (WR `i` starts at `wrAt(i)`). */
   protected readonly view: DataView;
-  readonly #call: PreparedCall<PostSpec>;
-  readonly #bad: NativeBlock;
-  readonly #op: PostOp;
+  readonly #list: WrList;
+  readonly #call: PostCall;
   readonly #check: () => void;
   readonly #sgeMr: MemoryRegion[][];
   readonly #sgeOffset: number[][];
   readonly #sgeSize: number;
-  readonly #sgeF: { addr: number; length: number };
+  readonly #sgeAddr: number;
+  readonly #sgeLength: number;
 
+  /** Builds the list; the subclass encodes the WRs. */
   protected constructor(
-    kind: string,
+    kind: "PreparedSend" | "PreparedRecv",
     owner: QueuePair | SharedReceiveQueue,
     op: PostOp,
-    obj: NativePointer,
-    wrs: readonly { readonly sg?: readonly Sge[] }[],
-    wrSize: number,
+    wrs: readonly SendWr[] | readonly RecvWr[],
     check: () => void,
+    token: symbol,
   ) {
+    if (token !== construct) {
+      throw new InvalidArgumentError("prepared WRs are made by qp/srq.prepareSend/prepareRecv()");
+    }
     super(kind, [owner]);
-    const n = native();
-    const L = layoutFor(n.arch);
+    const L = layouts();
+    const send = kind === "PreparedSend";
+    const wrSize = send ? L.ibv_send_wr.size : L.ibv_recv_wr.size;
     this.length = wrs.length;
-    this.list = new WrList(wrSize, wrs.length, countSges(wrs));
-    this.view = this.list.block.view;
-    this.#bad = new NativeBlock(8, 8);
-    this.#op = op;
+    const list = this.#list = new WrList(wrSize, wrs.length, countSges(wrs));
+    if (send) list.encodeSend(wrs as readonly SendWr[], wrs.length);
+    else list.encodeRecv(wrs as readonly RecvWr[], wrs.length);
+    this.view = list.block.view;
     this.#check = check;
-    this.#call = n.prepareCall(owner.context.op(op)!, IBVERBS_OPS[op], [
-      obj,
-      this.list.wr(0),
-      this.#bad.ptr,
-    ]);
+    this.#call = new PostCall(op, owner.context.op(op)!, owner.ptr, list.wr(0));
     this.#sgeMr = wrs.map((w) => (w.sg ?? []).map((s) => s.mr));
     this.#sgeOffset = wrs.map((w) => (w.sg ?? []).map((s) => s.offset ?? 0));
     this.#sgeSize = L.ibv_sge.size;
-    this.#sgeF = { addr: L.ibv_sge.fields.addr.offset, length: L.ibv_sge.fields.length.offset };
+    this.#sgeAddr = L.ibv_sge.fields.addr.offset;
+    this.#sgeLength = L.ibv_sge.fields.length.offset;
   }
 
   /** Posts the whole list again: one FFI call, no allocation. */
   post(): void {
     if (this.closed) this.assertOpen();
     this.#check();
-    const rc = this.#call.call();
-    if (rc !== 0) {
-      const bad = native().readPointer(this.#bad.ptr, 0);
-      throw new PostError(postOpName(this.#op), Math.abs(rc), this.list.indexOf(bad));
-    }
+    this.#call.run(this.#list);
   }
 
+  /** The byte offset of WR `i` in the list (throws for an index outside it). */
   protected wrAt(i: number): number {
-    if (i < 0 || i >= this.length) {
+    if (!Number.isInteger(i) || i < 0 || i >= this.length) {
       throw new InvalidArgumentError(`work request index ${i} is outside 0..${this.length - 1}`);
     }
-    return i * this.list.wrSize;
+    return i * this.#list.wrSize;
   }
 
   /** Sets the wr_id of WR `i` (a number below 2^53 or a bigint). */
-  setWrId(i: number, wrId: number | bigint): void {
-    setU64(this.view, this.wrAt(i), wrId);
+  setWrId(i: number, wrId: U64): void {
+    const at = this.wrAt(i);
+    if (!isU64(wrId)) throw new InvalidArgumentError(`wrId must be a U64, got ${wrId}`);
+    setU64(this.view, at, wrId);
   }
 
   #sge(i: number, j: number): number {
-    const mrs = this.#sgeMr[i];
-    if (!mrs || j < 0 || j >= mrs.length) {
+    const mrs = this.#sgeMr[this.wrAt(i) / this.#list.wrSize];
+    if (!Number.isInteger(j) || j < 0 || j >= mrs.length) {
       throw new InvalidArgumentError(`work request ${i} has no SGE ${j}`);
     }
-    return this.list.sgeAt[i] + j * this.#sgeSize;
+    return this.#list.sgeAt[i] + j * this.#sgeSize;
   }
 
   /** Sets the length of SGE `j` of WR `i`; it must stay inside its MR and not be 0. */
   setLength(i: number, j: number, length: number): void {
     const at = this.#sge(i, j);
     const mr = this.#sgeMr[i][j];
-    if (!(length > 0) || this.#sgeOffset[i][j] + length > mr.length) {
+    if (!Number.isInteger(length) || length <= 0 || this.#sgeOffset[i][j] + length > mr.length) {
       throw new InvalidArgumentError(
         `SGE length ${length} at offset ${this.#sgeOffset[i][j]} is outside its MR (${mr.length})`,
       );
     }
-    this.view.setUint32(at + this.#sgeF.length, length, true);
+    this.view.setUint32(at + this.#sgeLength, length, true);
   }
 
   /** Moves SGE `j` of WR `i` to `offset` in its MR (its length must still fit). */
   setOffset(i: number, j: number, offset: number): void {
     const at = this.#sge(i, j);
     const mr = this.#sgeMr[i][j];
-    const length = this.view.getUint32(at + this.#sgeF.length, true);
-    if (!(offset >= 0) || offset + length > mr.length) {
+    const length = this.view.getUint32(at + this.#sgeLength, true);
+    if (!Number.isInteger(offset) || offset < 0 || offset + length > mr.length) {
       throw new InvalidArgumentError(`SGE offset ${offset}+${length} is outside its MR`);
     }
     this.#sgeOffset[i][j] = offset;
-    setU64(this.view, at + this.#sgeF.addr, mr.addrNumber + offset);
+    setU64(this.view, at + this.#sgeAddr, mr.addrNumber + offset);
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     this.#call.free();
-    this.#bad.free();
-    this.list.block.free();
+    this.#list.block.free();
   }
 }
 
 /** Send WRs prepared on a QP (`qp.prepareSend`). */
 export class PreparedSend extends PreparedList {
-  readonly #ops: number[];
-  readonly #F = layoutFor(native().arch).ibv_send_wr.fields;
+  readonly #ops: WrOpcode[];
+  readonly #F = layouts().ibv_send_wr.fields;
 
-  /** Encodes checked WRs; use `qp.prepareSend()`. */
-  constructor(qp: QueuePair, wrs: readonly SendWr[]) {
-    const L = layoutFor(native().arch);
-    super(
-      "PreparedSend",
-      qp,
-      "post_send",
-      qp.ptr,
-      wrs,
-      L.ibv_send_wr.size,
-      () => qp.checkSendState(),
-    );
-    this.list.encodeSend(wrs, wrs.length);
+  /** Not for direct use: `qp.prepareSend()` checks the WRs and makes one. */
+  constructor(qp: QueuePair, wrs: readonly SendWr[], check: () => void, token: symbol) {
+    super("PreparedSend", qp, "post_send", wrs, check, token);
     this.#ops = wrs.map((w) => w.opcode ?? WrOpcode.SEND);
   }
 
@@ -162,8 +167,9 @@ export class PreparedSend extends PreparedList {
   }
 
   /** Sets the remote address of an RDMA or atomic WR `i` (atomics: 8-byte aligned). */
-  setRemoteAddr(i: number, addr: number | bigint): void {
+  setRemoteAddr(i: number, addr: U64): void {
     const at = this.wrAt(i);
+    if (!isU64(addr)) throw new InvalidArgumentError(`remote address must be a U64, got ${addr}`);
     if (this.#atomic(i)) {
       if ((typeof addr === "bigint" ? Number(addr & 7n) : addr % 8) !== 0) {
         throw new InvalidArgumentError("atomic remote address must be 8-byte aligned");
@@ -179,16 +185,20 @@ export class PreparedSend extends PreparedList {
   }
 
   /** Sets the compare (CMP_AND_SWP) or add (FETCH_AND_ADD) operand of WR `i`. */
-  setCompareAdd(i: number, v: number | bigint): void {
-    setU64(this.view, this.wrAt(i) + this.#F["wr.atomic.compare_add"].offset, v);
+  setCompareAdd(i: number, v: U64): void {
+    const at = this.wrAt(i);
+    if (!isU64(v)) throw new InvalidArgumentError(`compareAdd must be a U64, got ${v}`);
+    setU64(this.view, at + this.#F["wr.atomic.compare_add"].offset, v);
   }
 
   /** Sets the swap operand of WR `i`. */
-  setSwap(i: number, v: number | bigint): void {
-    setU64(this.view, this.wrAt(i) + this.#F["wr.atomic.swap"].offset, v);
+  setSwap(i: number, v: U64): void {
+    const at = this.wrAt(i);
+    if (!isU64(v)) throw new InvalidArgumentError(`swap must be a U64, got ${v}`);
+    setU64(this.view, at + this.#F["wr.atomic.swap"].offset, v);
   }
 
-  /** Sets the send flags of WR `i` (`SendFlags`). */
+  /** Sets the send flags of WR `i` (an OR of `SendFlags`). */
   setFlags(i: number, flags: number): void {
     this.view.setUint32(this.wrAt(i) + this.#F.send_flags.offset, flags >>> 0, true);
   }
@@ -196,15 +206,14 @@ export class PreparedSend extends PreparedList {
 
 /** Receive WRs prepared on a QP or SRQ (`qp.prepareRecv`, `srq.prepareRecv`). */
 export class PreparedRecv extends PreparedList {
-  /** Encodes checked WRs; use `qp.prepareRecv()` or `srq.prepareRecv()`. */
+  /** Not for direct use: `qp.prepareRecv()` / `srq.prepareRecv()` check the WRs and make one. */
   constructor(
     owner: QueuePair | SharedReceiveQueue,
     op: "post_recv" | "post_srq_recv",
-    obj: NativePointer,
     wrs: readonly RecvWr[],
     check: () => void,
+    token: symbol,
   ) {
-    super("PreparedRecv", owner, op, obj, wrs, layoutFor(native().arch).ibv_recv_wr.size, check);
-    this.list.encodeRecv(wrs, wrs.length);
+    super("PreparedRecv", owner, op, wrs, check, token);
   }
 }

@@ -5,21 +5,21 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
-import { enumName, QpAttrMask, QpState } from "../types/enums.ts";
-import { layoutFor } from "../types/layout.ts";
+import { layouts } from "../ffi/native.ts";
+import { enumName, Mtu, QpAttrMask, QpState } from "../types/enums.ts";
+import { InvalidArgumentError } from "../types/errors.ts";
 import { type AhAttr, encodeAhAttr } from "./ah.ts";
 import { formatGid } from "./gid.ts";
 import { readScalars } from "./structs.ts";
 
 /** QP attributes to modify; each field given sets its bit of the attribute mask. */
 export interface QpAttr {
-  /** Next state (`QpState`). */
-  readonly qpState?: number;
+  /** Next state. */
+  readonly qpState?: QpState;
   /** Assumed current state. */
-  readonly curQpState?: number;
-  /** `Mtu` of the path. */
-  readonly pathMtu?: number;
+  readonly curQpState?: QpState;
+  /** MTU of the path. */
+  readonly pathMtu?: Mtu;
   /** Q_Key (UD). */
   readonly qkey?: number;
   /** Receive PSN. */
@@ -28,7 +28,7 @@ export interface QpAttr {
   readonly sqPsn?: number;
   /** Remote QP number. */
   readonly destQpNum?: number;
-  /** Remote access allowed on this QP (`AccessFlags`). */
+  /** Remote access allowed on this QP (an OR of `AccessFlags`). */
   readonly accessFlags?: number;
   /** P_Key index. */
   readonly pkeyIndex?: number;
@@ -52,38 +52,46 @@ export interface QpAttr {
 
 /** Writes the attributes into `view` (an `ibv_qp_attr`) and returns the mask. */
 export function encodeQpAttr(view: DataView, a: QpAttr): number {
-  const F: Readonly<Record<string, { offset: number }>> = layoutFor(native().arch).ibv_qp_attr
+  const F: Readonly<Record<string, { offset: number }>> = layouts().ibv_qp_attr
     .fields;
-  let mask = 0;
-  const u32 = (v: number | undefined, f: string, bit: number) => {
-    if (v === undefined) return;
-    view.setUint32(F[f].offset, v >>> 0, true);
-    mask |= bit;
-  };
-  const u8 = (v: number | undefined, f: string, bit: number) => {
-    if (v === undefined) return;
-    view.setUint8(F[f].offset, v);
-    mask |= bit;
-  };
-  u32(a.qpState, "qp_state", QpAttrMask.STATE);
-  u32(a.curQpState, "cur_qp_state", QpAttrMask.CUR_STATE);
-  u32(a.pathMtu, "path_mtu", QpAttrMask.PATH_MTU);
-  u32(a.qkey, "qkey", QpAttrMask.QKEY);
-  u32(a.rqPsn, "rq_psn", QpAttrMask.RQ_PSN);
-  u32(a.sqPsn, "sq_psn", QpAttrMask.SQ_PSN);
-  u32(a.destQpNum, "dest_qp_num", QpAttrMask.DEST_QPN);
-  u32(a.accessFlags, "qp_access_flags", QpAttrMask.ACCESS_FLAGS);
-  if (a.pkeyIndex !== undefined) {
-    view.setUint16(F.pkey_index.offset, a.pkeyIndex, true);
-    mask |= QpAttrMask.PKEY_INDEX;
+  if (typeof a !== "object" || a === null) {
+    throw new InvalidArgumentError("QP attributes must be an object");
   }
-  u8(a.port, "port_num", QpAttrMask.PORT);
-  u8(a.maxRdAtomic, "max_rd_atomic", QpAttrMask.MAX_QP_RD_ATOMIC);
-  u8(a.maxDestRdAtomic, "max_dest_rd_atomic", QpAttrMask.MAX_DEST_RD_ATOMIC);
-  u8(a.minRnrTimer, "min_rnr_timer", QpAttrMask.MIN_RNR_TIMER);
-  u8(a.timeout, "timeout", QpAttrMask.TIMEOUT);
-  u8(a.retryCnt, "retry_cnt", QpAttrMask.RETRY_CNT);
-  u8(a.rnrRetry, "rnr_retry", QpAttrMask.RNR_RETRY);
+  let mask = 0;
+  const set = (
+    name: keyof QpAttr,
+    f: string,
+    bit: number,
+    size: 1 | 2 | 4,
+    max = size === 4 ? 0xffffffff : size === 2 ? 0xffff : 0xff,
+  ) => {
+    const v = a[name];
+    if (v === undefined) return;
+    if (!Number.isInteger(v) || (v as number) < 0 || (v as number) > max) {
+      throw new InvalidArgumentError(`QP attribute ${name} must be an integer 0..${max}, got ${v}`);
+    }
+    const at = F[f].offset;
+    if (size === 4) view.setUint32(at, v as number, true);
+    else if (size === 2) view.setUint16(at, v as number, true);
+    else view.setUint8(at, v as number);
+    mask |= bit;
+  };
+  set("qpState", "qp_state", QpAttrMask.STATE, 4, QpState.ERR);
+  set("curQpState", "cur_qp_state", QpAttrMask.CUR_STATE, 4, QpState.ERR);
+  set("pathMtu", "path_mtu", QpAttrMask.PATH_MTU, 4, Mtu.MTU_4096);
+  set("qkey", "qkey", QpAttrMask.QKEY, 4);
+  set("rqPsn", "rq_psn", QpAttrMask.RQ_PSN, 4, 0xffffff);
+  set("sqPsn", "sq_psn", QpAttrMask.SQ_PSN, 4, 0xffffff);
+  set("destQpNum", "dest_qp_num", QpAttrMask.DEST_QPN, 4, 0xffffff);
+  set("accessFlags", "qp_access_flags", QpAttrMask.ACCESS_FLAGS, 4);
+  set("pkeyIndex", "pkey_index", QpAttrMask.PKEY_INDEX, 2);
+  set("port", "port_num", QpAttrMask.PORT, 1);
+  set("maxRdAtomic", "max_rd_atomic", QpAttrMask.MAX_QP_RD_ATOMIC, 1);
+  set("maxDestRdAtomic", "max_dest_rd_atomic", QpAttrMask.MAX_DEST_RD_ATOMIC, 1);
+  set("minRnrTimer", "min_rnr_timer", QpAttrMask.MIN_RNR_TIMER, 1, 31);
+  set("timeout", "timeout", QpAttrMask.TIMEOUT, 1, 31);
+  set("retryCnt", "retry_cnt", QpAttrMask.RETRY_CNT, 1, 7);
+  set("rnrRetry", "rnr_retry", QpAttrMask.RNR_RETRY, 1, 7);
   if (a.ahAttr) {
     encodeAhAttr(view, F.ah_attr.offset, a.ahAttr);
     mask |= QpAttrMask.AV;
@@ -94,7 +102,7 @@ export function encodeQpAttr(view: DataView, a: QpAttr): number {
 /** What `qp.query()` returns: the scalar attributes, the caps, the path and names. */
 export interface QpAttrs {
   /** Current state. */
-  readonly qpState: number;
+  readonly qpState: QpState;
   /** Its C name. */
   readonly qpStateName: string;
   /** The granted capabilities. */
@@ -113,13 +121,13 @@ export interface QpAttrs {
 
 /** Reads an `ibv_qp_attr` (after `ibv_query_qp`). */
 export function decodeQpAttr(view: DataView): QpAttrs {
-  const L = layoutFor(native().arch).ibv_qp_attr;
+  const L = layouts().ibv_qp_attr;
   const o = readScalars(view, L) as Record<string, number>;
   const c = readScalars(view, L, "cap.") as Record<string, number>;
   const F = L.fields;
   return {
     ...o,
-    qpState: o.qpState,
+    qpState: o.qpState as QpState,
     qpStateName: enumName(QpState, o.qpState, "IBV_QPS_"),
     cap: {
       maxSendWr: c.maxSendWr,

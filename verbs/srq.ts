@@ -5,20 +5,19 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { SrqAttrMask } from "../types/enums.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
-import { layoutFor } from "../types/layout.ts";
 import { throwErrno, throwReturned } from "../ffi/errors.ts";
-import { NativeBlock } from "./memory.ts";
-import { Resource } from "./resource.ts";
-import { ListPoster } from "./post.ts";
+import { NativeBlock } from "../ffi/memory.ts";
+import { checkResource, NativeResource } from "../ffi/resource.ts";
+import { ListPoster, One, postChecked } from "./post.ts";
 import { InvalidWorkRequestError } from "./post-errors.ts";
-import { PreparedRecv } from "./prepared.ts";
+import { type PreparedRecv, prepareRecv } from "./prepared.ts";
 import { type RecvWr, recvWrProblem } from "./wr.ts";
-import type { Context } from "./context.ts";
-import type { ProtectionDomain } from "./pd.ts";
+import { type Context, forgetObject, rememberObject } from "./context.ts";
+import { ProtectionDomain } from "./pd.ts";
 
 /** How to create an SRQ. */
 export interface SrqInit {
@@ -41,7 +40,7 @@ export interface SrqAttr {
 }
 
 /** A shared receive queue. */
-export class SharedReceiveQueue extends Resource {
+export class SharedReceiveQueue extends NativeResource {
   /** The `struct ibv_srq *`. */
   readonly ptr: NativePointer;
   /** Its PD. */
@@ -54,22 +53,36 @@ export class SharedReceiveQueue extends Resource {
   readonly maxSge: number;
   readonly #attr: NativeBlock;
   readonly #post: ListPoster;
+  readonly #one = new One<RecvWr>();
+  readonly #problem: (wr: RecvWr) => string | null;
+  readonly #postRecv: (wrs: readonly RecvWr[], count: number) => void;
 
   /** Creates an SRQ; prefer `pd.createSrq()`. */
   constructor(pd: ProtectionDomain, init: SrqInit) {
-    if (!Number.isInteger(init.maxWr) || init.maxWr < 1) {
-      throw new InvalidArgumentError(`SRQ maxWr must be a positive integer, got ${init.maxWr}`);
+    checkResource(pd, ProtectionDomain, "pd");
+    if (typeof init !== "object" || init === null) {
+      throw new InvalidArgumentError("SRQ init must be an object");
     }
+    const u32 = (name: string, v: number | undefined, dflt: number, min: number) => {
+      if (v === undefined) return dflt;
+      if (!Number.isInteger(v) || v < min || v > 0x7fffffff) {
+        throw new InvalidArgumentError(`SRQ ${name} must be an integer >= ${min}, got ${v}`);
+      }
+      return v;
+    };
+    const reqWr = u32("maxWr", init.maxWr, 0, 1);
+    const reqSge = u32("maxSge", init.maxSge, 1, 1);
+    const reqLimit = u32("limit", init.limit, 0, 0);
     const n = native();
-    const L = layoutFor(n.arch);
+    const L = layouts();
     const F = L.ibv_srq_init_attr.fields;
     const a = new NativeBlock(L.ibv_srq_init_attr.size, 8);
     let srq: NativePointer | null;
     let maxWr: number, maxSge: number;
     try {
-      a.view.setUint32(F["attr.max_wr"].offset, init.maxWr, true);
-      a.view.setUint32(F["attr.max_sge"].offset, init.maxSge ?? 1, true);
-      a.view.setUint32(F["attr.srq_limit"].offset, init.limit ?? 0, true);
+      a.view.setUint32(F["attr.max_wr"].offset, reqWr, true);
+      a.view.setUint32(F["attr.max_sge"].offset, reqSge, true);
+      a.view.setUint32(F["attr.srq_limit"].offset, reqLimit, true);
       srq = n.ibverbs.ibv_create_srq(pd.ptr, a.ptr);
       if (srq === null) throwErrno("ibv_create_srq");
       maxWr = a.view.getUint32(F["attr.max_wr"].offset, true);
@@ -90,26 +103,20 @@ export class SharedReceiveQueue extends Resource {
       srq,
       L.ibv_recv_wr.size,
     );
-    pd.context.objects.set(n.address(srq), this);
+    const maxSgeGranted = maxSge;
+    this.#problem = (wr) => recvWrProblem(wr, pd, maxSgeGranted);
+    this.#postRecv = (wrs, count) => this.#post.postRecv(wrs, count);
+    rememberObject(pd.context, srq, this);
   }
 
   /** Checks and posts receive WRs (WRs before an invalid one are posted). */
   postRecv(wrs: RecvWr | readonly RecvWr[]): void {
-    this.assertOpen();
-    const list: readonly RecvWr[] = Array.isArray(wrs) ? wrs : [wrs as RecvWr];
-    let bad = -1;
-    let reason = "";
-    for (let i = 0; i < list.length; i++) {
-      const p = recvWrProblem(list[i], this.pd, this.maxSge);
-      if (p) {
-        bad = i;
-        reason = p;
-        break;
-      }
+    if (this.closed) this.assertOpen();
+    try {
+      postChecked("ibv_post_srq_recv", this.#one.of(wrs), this.#problem, this.#postRecv);
+    } finally {
+      this.#one.clear();
     }
-    const count = bad < 0 ? list.length : bad;
-    if (count > 0) this.#post.postRecv(list, count);
-    if (bad >= 0) throw new InvalidWorkRequestError("ibv_post_srq_recv", bad, reason);
   }
 
   /** Builds receive WRs once in native memory for repeated posting. */
@@ -117,10 +124,10 @@ export class SharedReceiveQueue extends Resource {
     this.assertOpen();
     const list: readonly RecvWr[] = Array.isArray(wrs) ? wrs : [wrs as RecvWr];
     list.forEach((wr, i) => {
-      const p = recvWrProblem(wr, this.pd, this.maxSge);
+      const p = this.#problem(wr);
       if (p) throw new InvalidWorkRequestError("prepareRecv", i, p);
     });
-    return new PreparedRecv(this, "post_srq_recv", this.ptr, list, () => {});
+    return prepareRecv(this, "post_srq_recv", list, () => {});
   }
 
   /**
@@ -129,10 +136,10 @@ export class SharedReceiveQueue extends Resource {
    */
   setLimit(limit: number): void {
     this.assertOpen();
-    if (!Number.isInteger(limit) || limit < 0) {
+    if (!Number.isInteger(limit) || limit < 0 || limit > 0x7fffffff) {
       throw new InvalidArgumentError(`SRQ limit must be a non-negative integer, got ${limit}`);
     }
-    const F = layoutFor(native().arch).ibv_srq_attr.fields;
+    const F = layouts().ibv_srq_attr.fields;
     this.#attr.clear();
     this.#attr.view.setUint32(F.srq_limit.offset, limit, true);
     const rc = native().ibverbs.ibv_modify_srq(this.ptr, this.#attr.ptr, SrqAttrMask.LIMIT);
@@ -142,7 +149,10 @@ export class SharedReceiveQueue extends Resource {
   /** Resizes the SRQ (`IBV_SRQ_MAX_WR`), where the provider supports it. */
   resize(maxWr: number): void {
     this.assertOpen();
-    const F = layoutFor(native().arch).ibv_srq_attr.fields;
+    if (!Number.isInteger(maxWr) || maxWr < 1 || maxWr > 0x7fffffff) {
+      throw new InvalidArgumentError(`SRQ maxWr must be a positive integer, got ${maxWr}`);
+    }
+    const F = layouts().ibv_srq_attr.fields;
     this.#attr.clear();
     this.#attr.view.setUint32(F.max_wr.offset, maxWr, true);
     const rc = native().ibverbs.ibv_modify_srq(this.ptr, this.#attr.ptr, SrqAttrMask.MAX_WR);
@@ -152,7 +162,7 @@ export class SharedReceiveQueue extends Resource {
   /** `ibv_query_srq`. */
   query(): SrqAttr {
     this.assertOpen();
-    const F = layoutFor(native().arch).ibv_srq_attr.fields;
+    const F = layouts().ibv_srq_attr.fields;
     const rc = native().ibverbs.ibv_query_srq(this.ptr, this.#attr.ptr);
     if (rc !== 0) throwReturned("ibv_query_srq", rc);
     const v = this.#attr.view;
@@ -163,9 +173,10 @@ export class SharedReceiveQueue extends Resource {
     };
   }
 
+  /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     const n = native();
-    this.context.objects.delete(n.address(this.ptr));
+    forgetObject(this.context, this.ptr);
     const rc = n.ibverbs.ibv_destroy_srq(this.ptr);
     this.#post.free();
     this.#attr.free();

@@ -5,12 +5,12 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { enumName, WcFlags, WcOpcode, WcStatus, wcStatusStr } from "../types/enums.ts";
 import { WorkCompletionError } from "../types/errors.ts";
-import { layoutFor, type Layouts } from "../types/layout.ts";
-import { getU64Number } from "./memory.ts";
+import type { Layouts } from "../types/layout.ts";
+import { getU64Number } from "../ffi/memory.ts";
 
 const names = (table: Record<string, number>, prefix: string): string[] => {
   const out: string[] = [];
@@ -68,7 +68,7 @@ export class WorkCompletion {
   constructor(view: DataView, base: NativePointer) {
     this.#view = view;
     this.#base = base;
-    const L = layoutFor(native().arch).ibv_wc; // read when a CQ exists, never at import
+    const L = layouts().ibv_wc; // read when a CQ exists, never at import
     this.#size = L.size;
     this.#F = L.fields;
   }

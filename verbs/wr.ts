@@ -1,23 +1,32 @@
 /**
- * Work requests: their TypeScript shape, the checks made before the provider sees
- * them, and their encoding into native `ibv_send_wr`/`ibv_recv_wr` lists.
+ * Work requests: one TypeScript shape per send opcode (its required fields required), the
+ * checks made before the provider sees them, and the rules of every opcode in one table.
+ *
+ * Numbers: 64-bit values (`wrId`, remote addresses, atomic operands) are {@link U64}: a
+ * `bigint`, or a non-negative safe-integer `number` (exact below 2^53, and allocation-free on
+ * the hot path). They come back as `bigint` (`wc.wrId`, `mr.addr`), with a `…Number` accessor
+ * where the hot path wants no BigInt (`wc.wrIdNumber`, `mr.addrNumber`).
+ *
+ * Flag masks (`flags`, `access`) are numbers: an OR of the bits of their table
+ * (`SendFlags`, `AccessFlags`). Enumerations (`opcode`, QP types, states) use the library's own
+ * enum types.
  *
  * @module
  */
 
-import { native } from "../ffi/native.ts";
-import type { NativePointer } from "../types/ctypes.ts";
 import { AccessFlags, QpType, SendFlags, WrOpcode } from "../types/enums.ts";
-import { layoutFor } from "../types/layout.ts";
-import { NativeBlock, setU64 } from "./memory.ts";
-import type { MemoryRegion } from "./mr.ts";
-import type { MemoryWindow } from "./mw.ts";
-import type { AddressHandle } from "./ah.ts";
+import { isInstance } from "../ffi/resource.ts";
+import { MemoryRegion } from "./mr.ts";
+import { MemoryWindow } from "./mw.ts";
+import { AddressHandle } from "./ah.ts";
 import type { ProtectionDomain } from "./pd.ts";
 
+/** A 64-bit unsigned value: a bigint, or a non-negative safe-integer number. */
+export type U64 = bigint | number;
+
 /**
- * A scatter/gather element: `length` bytes at `offset` of a registered MR (default:
- * the rest of the MR). A zero-length message has no SGE at all (`sg: []`).
+ * A scatter/gather element: `length` bytes at `offset` of a registered MR (default: the rest of
+ * the MR). A zero-length message has no SGE at all (`sg: []`).
  */
 export interface Sge {
   /** The MR the bytes are in. */
@@ -31,59 +40,171 @@ export interface Sge {
 /** A remote address: where an RDMA or atomic operation goes. */
 export interface Remote {
   /** Remote virtual address. */
-  readonly addr: bigint | number;
+  readonly addr: U64;
   /** Remote key (of an MR or MW). */
   readonly rkey: number;
 }
 
-/** A send work request (`struct ibv_send_wr`). */
-export interface SendWr {
+/** Where a UD send goes. */
+export interface UdDestination {
+  /** The address handle of the destination. */
+  readonly ah: AddressHandle;
+  /** The remote QP number (0xffffff for a multicast group). */
+  readonly remoteQpn: number;
+  /** The remote Q_Key. */
+  readonly remoteQkey: number;
+}
+
+/** A BIND_MW request's binding: the window, and the range of an MR it exposes. */
+export interface MwBind {
+  /** The memory window (type 2). */
+  readonly mw: MemoryWindow;
+  /** The MR whose range is bound (registered with `AccessFlags.MW_BIND`). */
+  readonly mr: MemoryRegion;
+  /** Offset of the range in the MR (default 0). */
+  readonly offset?: number;
+  /** Bytes of the range (default: to the end of the MR). */
+  readonly length?: number;
+  /** `AccessFlags` the window grants. */
+  readonly access: number;
+}
+
+/** Fields every send work request has. */
+export interface SendWrBase {
   /** Returned in the completion (default 0). */
-  readonly wrId?: bigint | number;
-  /** `WrOpcode` (default SEND). */
-  readonly opcode?: number;
-  /** `SendFlags` bits (default SIGNALED). */
+  readonly wrId?: U64;
+  /** An OR of `SendFlags` (default `SIGNALED`). */
   readonly flags?: number;
   /** The local data (none for a zero-length message). */
   readonly sg?: readonly Sge[];
-  /** Immediate data in host order (SEND_WITH_IMM, RDMA_WRITE_WITH_IMM); sent in network order. */
-  readonly imm?: number;
-  /** The remote side of RDMA_WRITE/READ and atomics. */
-  readonly remote?: Remote;
-  /** ATOMIC_CMP_AND_SWP's compare value or ATOMIC_FETCH_AND_ADD's addend. */
-  readonly compareAdd?: bigint | number;
-  /** ATOMIC_CMP_AND_SWP's swap value. */
-  readonly swap?: bigint | number;
-  /** UD destination. */
-  readonly ud?: {
-    readonly ah: AddressHandle;
-    readonly remoteQpn: number;
-    readonly remoteQkey: number;
-  };
-  /** BIND_MW: the window, and the range of an MR it exposes with `access` (AccessFlags). */
-  readonly bind?: {
-    readonly mw: MemoryWindow;
-    readonly mr: MemoryRegion;
-    readonly offset?: number;
-    readonly length?: number;
-    readonly access: number;
-  };
-  /** LOCAL_INV / SEND_WITH_INV: the rkey to invalidate. */
-  readonly invalidateRkey?: number;
 }
+
+/** SEND (the default opcode). */
+export interface SendOpWr extends SendWrBase {
+  /** `WrOpcode.SEND` (default). */
+  readonly opcode?: typeof WrOpcode.SEND;
+  /** UD destination (UD QPs only, required there). */
+  readonly ud?: UdDestination;
+}
+
+/** SEND_WITH_IMM: a send carrying 32 bits of immediate data. */
+export interface SendWithImmWr extends SendWrBase {
+  /** `WrOpcode.SEND_WITH_IMM`. */
+  readonly opcode: typeof WrOpcode.SEND_WITH_IMM;
+  /** Immediate data in host order (sent in network order). */
+  readonly imm: number;
+  /** UD destination (UD QPs only, required there). */
+  readonly ud?: UdDestination;
+}
+
+/** SEND_WITH_INV: a send that invalidates an rkey at the receiver. */
+export interface SendWithInvWr extends SendWrBase {
+  /** `WrOpcode.SEND_WITH_INV`. */
+  readonly opcode: typeof WrOpcode.SEND_WITH_INV;
+  /** The rkey the receiver invalidates. */
+  readonly invalidateRkey: number;
+}
+
+/** RDMA_WRITE: local data written to remote memory. */
+export interface RdmaWriteWr extends SendWrBase {
+  /** `WrOpcode.RDMA_WRITE`. */
+  readonly opcode: typeof WrOpcode.RDMA_WRITE;
+  /** Where the data goes. */
+  readonly remote: Remote;
+}
+
+/** RDMA_WRITE_WITH_IMM: a write that also completes a receive at the peer with `imm`. */
+export interface RdmaWriteWithImmWr extends SendWrBase {
+  /** `WrOpcode.RDMA_WRITE_WITH_IMM`. */
+  readonly opcode: typeof WrOpcode.RDMA_WRITE_WITH_IMM;
+  /** Where the data goes. */
+  readonly remote: Remote;
+  /** Immediate data in host order (sent in network order). */
+  readonly imm: number;
+}
+
+/** RDMA_READ: remote memory read into the local SGEs (their MRs need LOCAL_WRITE). */
+export interface RdmaReadWr extends SendWrBase {
+  /** `WrOpcode.RDMA_READ`. */
+  readonly opcode: typeof WrOpcode.RDMA_READ;
+  /** Where the data comes from. */
+  readonly remote: Remote;
+}
+
+/** ATOMIC_CMP_AND_SWP on an 8-byte aligned remote word; the old value lands in the one SGE. */
+export interface AtomicCmpSwpWr extends SendWrBase {
+  /** `WrOpcode.ATOMIC_CMP_AND_SWP`. */
+  readonly opcode: typeof WrOpcode.ATOMIC_CMP_AND_SWP;
+  /** The remote word (8-byte aligned). */
+  readonly remote: Remote;
+  /** The value compared with the remote word. */
+  readonly compareAdd: U64;
+  /** The value stored when they are equal. */
+  readonly swap: U64;
+}
+
+/** ATOMIC_FETCH_AND_ADD on an 8-byte aligned remote word; the old value lands in the one SGE. */
+export interface AtomicFetchAddWr extends SendWrBase {
+  /** `WrOpcode.ATOMIC_FETCH_AND_ADD`. */
+  readonly opcode: typeof WrOpcode.ATOMIC_FETCH_AND_ADD;
+  /** The remote word (8-byte aligned). */
+  readonly remote: Remote;
+  /** The addend. */
+  readonly compareAdd: U64;
+}
+
+/** LOCAL_INV: invalidates a local rkey (of a type-2 memory window). */
+export interface LocalInvWr extends SendWrBase {
+  /** `WrOpcode.LOCAL_INV`. */
+  readonly opcode: typeof WrOpcode.LOCAL_INV;
+  /** The rkey to invalidate. */
+  readonly invalidateRkey: number;
+}
+
+/** BIND_MW: binds a type-2 memory window to a range of an MR; the window's `rkey` advances. */
+export interface BindMwWr extends SendWrBase {
+  /** `WrOpcode.BIND_MW`. */
+  readonly opcode: typeof WrOpcode.BIND_MW;
+  /** What to bind. */
+  readonly bind: MwBind;
+}
+
+/** A send work request (`struct ibv_send_wr`): one shape per opcode. */
+export type SendWr =
+  | SendOpWr
+  | SendWithImmWr
+  | SendWithInvWr
+  | RdmaWriteWr
+  | RdmaWriteWithImmWr
+  | RdmaReadWr
+  | AtomicCmpSwpWr
+  | AtomicFetchAddWr
+  | LocalInvWr
+  | BindMwWr;
 
 /** A receive work request (`struct ibv_recv_wr`). */
 export interface RecvWr {
   /** Returned in the completion (default 0). */
-  readonly wrId?: bigint | number;
+  readonly wrId?: U64;
   /** Where received data lands (none for zero-length messages). */
   readonly sg?: readonly Sge[];
 }
 
-/** What a QP offers to the send-WR checks. */
+/** Every field any send WR may have, for the run-time checks of values from untyped callers. */
+interface LooseSendWr {
+  readonly imm?: number;
+  readonly remote?: Remote;
+  readonly compareAdd?: U64;
+  readonly swap?: U64;
+  readonly invalidateRkey?: number;
+  readonly bind?: MwBind;
+  readonly ud?: UdDestination;
+}
+
+/** What a QP offers to the send-WR checks (one object per QP, made once). */
 export interface SendLimits {
-  /** `QpType`. */
-  readonly type: number;
+  /** The QP type. */
+  readonly type: QpType;
   /** The PD of the QP. */
   readonly pd: ProtectionDomain;
   /** Granted send SGEs. */
@@ -92,51 +213,128 @@ export interface SendLimits {
   readonly maxInlineData: number;
 }
 
-const W = WrOpcode;
-const ALLOWED: Readonly<Record<number, ReadonlySet<number>>> = {
-  [QpType.RC]: new Set([
-    W.SEND,
-    W.SEND_WITH_IMM,
-    W.RDMA_WRITE,
-    W.RDMA_WRITE_WITH_IMM,
-    W.RDMA_READ,
-    W.ATOMIC_CMP_AND_SWP,
-    W.ATOMIC_FETCH_AND_ADD,
-    W.LOCAL_INV,
-    W.BIND_MW,
-    W.SEND_WITH_INV,
-  ]),
-  [QpType.UC]: new Set([
-    W.SEND,
-    W.SEND_WITH_IMM,
-    W.RDMA_WRITE,
-    W.RDMA_WRITE_WITH_IMM,
-    W.LOCAL_INV,
-    W.BIND_MW,
-    W.SEND_WITH_INV,
-  ]),
-  [QpType.UD]: new Set([W.SEND, W.SEND_WITH_IMM]),
-};
-const OPCODE_NAMES: Record<number, string> = Object.fromEntries(
-  Object.entries(WrOpcode).map(([k, v]) => [v, `IBV_WR_${k}`]),
-);
+/** The rules of one send opcode. */
+export interface OpcodeRule {
+  /** The C name, `IBV_WR_…`. */
+  readonly name: string;
+  /** QP types that may post it. */
+  readonly qpTypes: readonly QpType[];
+  /** Needs `remote`. */
+  readonly remote: boolean;
+  /** Needs `imm`. */
+  readonly imm: boolean;
+  /** An atomic: `compareAdd` (and `swap` for CMP_AND_SWP), one 8-byte SGE, aligned remote. */
+  readonly atomic: "" | "cmp-swap" | "fetch-add";
+  /** Needs `invalidateRkey`. */
+  readonly invalidate: boolean;
+  /** Needs `bind`. */
+  readonly bind: boolean;
+  /** The SGEs receive data (their MRs need LOCAL_WRITE). */
+  readonly writesLocal: boolean;
+  /** May be sent inline. */
+  readonly inline: boolean;
+  /** Carries a UD destination on UD QPs. */
+  readonly ud: boolean;
+}
+
+const RC_UC = [QpType.RC, QpType.UC] as const;
+const rule = (name: string, qpTypes: readonly QpType[], r: Partial<OpcodeRule>): OpcodeRule => ({
+  name: `IBV_WR_${name}`,
+  qpTypes,
+  remote: false,
+  imm: false,
+  atomic: "",
+  invalidate: false,
+  bind: false,
+  writesLocal: false,
+  inline: true,
+  ud: false,
+  ...r,
+});
+
+/** Every send opcode this library posts, with its rules: the one place an opcode is described. */
+export const OPCODE_RULES: ReadonlyMap<WrOpcode, OpcodeRule> = new Map<WrOpcode, OpcodeRule>([
+  [WrOpcode.SEND, rule("SEND", [QpType.RC, QpType.UC, QpType.UD], { ud: true })],
+  [
+    WrOpcode.SEND_WITH_IMM,
+    rule("SEND_WITH_IMM", [QpType.RC, QpType.UC, QpType.UD], { imm: true, ud: true }),
+  ],
+  [WrOpcode.SEND_WITH_INV, rule("SEND_WITH_INV", RC_UC, { invalidate: true })],
+  [WrOpcode.RDMA_WRITE, rule("RDMA_WRITE", RC_UC, { remote: true })],
+  [WrOpcode.RDMA_WRITE_WITH_IMM, rule("RDMA_WRITE_WITH_IMM", RC_UC, { remote: true, imm: true })],
+  [
+    WrOpcode.RDMA_READ,
+    rule("RDMA_READ", [QpType.RC], { remote: true, writesLocal: true, inline: false }),
+  ],
+  [
+    WrOpcode.ATOMIC_CMP_AND_SWP,
+    rule("ATOMIC_CMP_AND_SWP", [QpType.RC], {
+      remote: true,
+      atomic: "cmp-swap",
+      writesLocal: true,
+      inline: false,
+    }),
+  ],
+  [
+    WrOpcode.ATOMIC_FETCH_AND_ADD,
+    rule("ATOMIC_FETCH_AND_ADD", [QpType.RC], {
+      remote: true,
+      atomic: "fetch-add",
+      writesLocal: true,
+      inline: false,
+    }),
+  ],
+  [WrOpcode.LOCAL_INV, rule("LOCAL_INV", RC_UC, { invalidate: true })],
+  [WrOpcode.BIND_MW, rule("BIND_MW", RC_UC, { bind: true })],
+]);
+
 const QPT_NAMES: Record<number, string> = Object.fromEntries(
   Object.entries(QpType).map(([k, v]) => [v, `IBV_QPT_${k}`]),
 );
-const RDMA = new Set<number>([W.RDMA_WRITE, W.RDMA_WRITE_WITH_IMM, W.RDMA_READ]);
-const ATOMIC = new Set<number>([W.ATOMIC_CMP_AND_SWP, W.ATOMIC_FETCH_AND_ADD]);
-const WITH_IMM = new Set<number>([W.SEND_WITH_IMM, W.RDMA_WRITE_WITH_IMM]);
+const SEND_FLAG_MASK = Object.values(SendFlags).reduce((m: number, b) => m | b, 0);
+const ACCESS_MASK = Object.values(AccessFlags).reduce((m: number, b) => m | b, 0);
+const TWO_64 = 1n << 64n;
+
+/** True for a valid {@link U64}. */
+export function isU64(v: unknown): v is U64 {
+  return typeof v === "bigint"
+    ? v >= 0n && v < TWO_64
+    : Number.isSafeInteger(v) && v as number >= 0;
+}
+
+function isU32(v: unknown): v is number {
+  return Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 0xffffffff;
+}
+
+function u64Problem(name: string, v: unknown): string | null {
+  return isU64(v)
+    ? null
+    : `${name} must be a bigint or a non-negative safe integer, got ${show(v)}`;
+}
+
+function show(v: unknown): string {
+  if (typeof v === "bigint") return `${v}n`;
+  if (typeof v === "string") return JSON.stringify(v);
+  if (typeof v === "object" && v !== null) return Array.isArray(v) ? "an array" : "an object";
+  return String(v);
+}
+
+/** The bytes an SGE covers (after its checks). */
+export function sgeLength(s: Sge): number {
+  return s.length ?? s.mr.length - (s.offset ?? 0);
+}
 
 /** Checks one SGE against its MR and PD; returns the reason it is invalid, or null. */
 export function sgeProblem(sge: Sge, pd: ProtectionDomain, needLocalWrite: boolean): string | null {
+  if (typeof sge !== "object" || sge === null) return `an SGE must be an object, got ${show(sge)}`;
   const mr = sge.mr;
-  if (!mr || typeof mr !== "object") return "an SGE needs an MR";
+  if (!isInstance(mr, MemoryRegion)) return "an SGE needs an MR made by this library (sge.mr)";
   if (mr.closed) return "an SGE's MR is closed";
   if (mr.pd !== pd) return "an SGE's MR belongs to another PD";
   const offset = sge.offset ?? 0;
   const length = sge.length ?? mr.length - offset;
-  if (!Number.isInteger(offset) || !Number.isInteger(length) || offset < 0 || length < 0) {
-    return `SGE offset ${offset} and length ${length} must be non-negative integers`;
+  if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0) {
+    return `SGE offset ${show(offset)} and length ${show(length)} must be non-negative integers`;
   }
   if (length === 0) {
     return "an SGE of 0 bytes is not allowed: send a zero-length message with no SGE (sg: [])";
@@ -150,226 +348,149 @@ export function sgeProblem(sge: Sge, pd: ProtectionDomain, needLocalWrite: boole
   return null;
 }
 
-/** Returns why a send WR is invalid on a QP with `limits`, or null. */
-export function sendWrProblem(wr: SendWr, q: SendLimits): string | null {
-  const op = wr.opcode ?? W.SEND;
-  const allowed = ALLOWED[q.type];
-  if (!OPCODE_NAMES[op]) return `unknown opcode ${op}`;
-  if (!allowed?.has(op)) {
-    return `${OPCODE_NAMES[op]} is not supported on ${QPT_NAMES[q.type] ?? `QP type ${q.type}`}`;
-  }
-  const flags = wr.flags ?? SendFlags.SIGNALED;
-  const sg = wr.sg ?? [];
-  if (sg.length > q.maxSendSge) {
-    return `${sg.length} SGEs exceed the QP's granted max_send_sge ${q.maxSendSge}`;
-  }
-  const inline = (flags & SendFlags.INLINE) !== 0;
-  const needLocalWrite = op === W.RDMA_READ || ATOMIC.has(op);
-  let total = 0;
+function sgListProblem(
+  sg: unknown,
+  pd: ProtectionDomain,
+  max: number,
+  what: string,
+  needLocalWrite: boolean,
+): string | null {
+  if (sg === undefined) return null;
+  if (!Array.isArray(sg)) return `sg must be an array of SGEs, got ${show(sg)}`;
+  if (sg.length > max) return `${sg.length} SGEs exceed the ${what} ${max}`;
   for (const s of sg) {
-    const p = sgeProblem(s, q.pd, needLocalWrite);
+    const p = sgeProblem(s, pd, needLocalWrite);
     if (p) return p;
-    total += s.length ?? s.mr.length - (s.offset ?? 0);
   }
-  if (inline) {
-    if (op === W.RDMA_READ || ATOMIC.has(op)) return `${OPCODE_NAMES[op]} cannot be inline`;
+  return null;
+}
+
+function remoteProblem(name: string, r: unknown): string | null {
+  if (typeof r !== "object" || r === null) return `${name} needs remote { addr, rkey }`;
+  const { addr, rkey } = r as Remote;
+  return u64Problem("remote.addr", addr) ??
+    (isU32(rkey) ? null : `remote.rkey must be a 32-bit unsigned integer, got ${show(rkey)}`);
+}
+
+/** Returns why a send WR is invalid on a QP with `q`'s limits, or null. */
+export function sendWrProblem(wr: SendWr, q: SendLimits): string | null {
+  if (typeof wr !== "object" || wr === null) {
+    return `a work request must be an object, got ${show(wr)}`;
+  }
+  const op = wr.opcode ?? WrOpcode.SEND;
+  const r = OPCODE_RULES.get(op);
+  if (!r) return `unknown opcode ${show(op)}`;
+  if (!r.qpTypes.includes(q.type)) {
+    return `${r.name} is not supported on ${QPT_NAMES[q.type] ?? `QP type ${q.type}`}`;
+  }
+  const w = wr as LooseSendWr;
+  if (wr.wrId !== undefined && !isU64(wr.wrId)) return u64Problem("wrId", wr.wrId);
+  const flags = wr.flags ?? SendFlags.SIGNALED;
+  if (!Number.isInteger(flags) || flags < 0 || (flags & ~SEND_FLAG_MASK) !== 0) {
+    return `flags must be an OR of SendFlags, got ${show(flags)}`;
+  }
+  const sgP = sgListProblem(wr.sg, q.pd, q.maxSendSge, "QP's granted max_send_sge", r.writesLocal);
+  if (sgP) return sgP;
+  const sg = wr.sg ?? [];
+  let total = 0;
+  for (const s of sg) total += sgeLength(s);
+  if ((flags & SendFlags.INLINE) !== 0) {
+    if (!r.inline) return `${r.name} cannot be inline`;
     if (total > q.maxInlineData) {
       return `${total} inline bytes exceed the QP's granted max_inline_data ${q.maxInlineData}`;
     }
   }
-  if (WITH_IMM.has(op)) {
-    if (wr.imm === undefined || !Number.isInteger(wr.imm) || wr.imm < 0 || wr.imm > 0xffffffff) {
-      return `${OPCODE_NAMES[op]} needs imm, a 32-bit unsigned integer`;
-    }
-  } else if (wr.imm !== undefined) {
-    return `imm is only sent by SEND_WITH_IMM and RDMA_WRITE_WITH_IMM`;
+  if (r.imm) {
+    if (!isU32(w.imm)) return `${r.name} needs imm, a 32-bit unsigned integer`;
+  } else if (w.imm !== undefined) {
+    return "imm is only sent by SEND_WITH_IMM and RDMA_WRITE_WITH_IMM";
   }
-  if (RDMA.has(op) || ATOMIC.has(op)) {
-    if (!wr.remote) return `${OPCODE_NAMES[op]} needs remote { addr, rkey }`;
+  if (r.remote) {
+    const p = remoteProblem(r.name, w.remote);
+    if (p) return p;
   }
-  if (ATOMIC.has(op)) {
-    if (BigInt(wr.remote!.addr) % 8n !== 0n) {
-      return `atomic remote address 0x${
-        BigInt(wr.remote!.addr).toString(16)
-      } is not 8-byte aligned`;
+  if (r.atomic) {
+    const addr = BigInt(w.remote!.addr);
+    if (addr % 8n !== 0n) {
+      return `atomic remote address 0x${addr.toString(16)} is not 8-byte aligned`;
     }
     if (sg.length !== 1 || total !== 8) return "an atomic needs exactly one SGE of 8 bytes";
-    if (wr.compareAdd === undefined) return `${OPCODE_NAMES[op]} needs compareAdd`;
-    if (op === W.ATOMIC_CMP_AND_SWP && wr.swap === undefined) {
-      return "ATOMIC_CMP_AND_SWP needs swap";
+    if (w.compareAdd === undefined) return `${r.name} needs compareAdd`;
+    const p = u64Problem("compareAdd", w.compareAdd);
+    if (p) return p;
+    if (r.atomic === "cmp-swap") {
+      if (w.swap === undefined) return "ATOMIC_CMP_AND_SWP needs swap";
+      const s = u64Problem("swap", w.swap);
+      if (s) return s;
     }
   }
-  if (q.type === QpType.UD) {
-    if (!wr.ud) return "a UD send needs ud { ah, remoteQpn, remoteQkey }";
-    if (wr.ud.ah.closed) return "the UD address handle is closed";
+  if (q.type === QpType.UD && r.ud) {
+    const ud = w.ud;
+    if (typeof ud !== "object" || ud === null) {
+      return "a UD send needs ud { ah, remoteQpn, remoteQkey }";
+    }
+    if (!isInstance(ud.ah, AddressHandle)) {
+      return "ud.ah must be an AddressHandle made by this library";
+    }
+    if (ud.ah.closed) return "the UD address handle is closed";
+    if (ud.ah.pd !== q.pd) return "the UD address handle belongs to another PD";
+    if (!isU32(ud.remoteQpn) || ud.remoteQpn > 0xffffff) {
+      return `ud.remoteQpn must be a 24-bit QP number, got ${show(ud.remoteQpn)}`;
+    }
+    if (!isU32(ud.remoteQkey)) {
+      return `ud.remoteQkey must be a 32-bit Q_Key, got ${show(ud.remoteQkey)}`;
+    }
+  } else if (w.ud !== undefined) {
+    return "ud is only sent by SEND and SEND_WITH_IMM on UD QPs";
   }
-  if (op === W.BIND_MW) {
-    const b = wr.bind;
-    if (!b) return "BIND_MW needs bind { mw, mr, offset, length, access }";
+  if (r.bind) {
+    const b = w.bind;
+    if (typeof b !== "object" || b === null) {
+      return "BIND_MW needs bind { mw, mr, offset, length, access }";
+    }
+    if (!isInstance(b.mw, MemoryWindow)) {
+      return "bind.mw must be a MemoryWindow made by this library";
+    }
     if (b.mw.closed) return "the memory window is closed";
     if (b.mw.pd !== q.pd) return "the memory window belongs to another PD";
-    if (b.mr.closed) return "the MR to bind is closed";
-    if ((b.mr.access & AccessFlags.MW_BIND) === 0) {
-      return "the MR to bind lacks IBV_ACCESS_MW_BIND";
+    if (!isInstance(b.mr, MemoryRegion)) {
+      return "bind.mr must be a MemoryRegion made by this library";
     }
+    if (b.mr.closed) return "the MR to bind is closed";
+    if ((b.mr.access & AccessFlags.MW_BIND) === 0) return "the MR to bind lacks IBV_ACCESS_MW_BIND";
     const off = b.offset ?? 0;
     const len = b.length ?? b.mr.length - off;
-    if (off < 0 || len < 0 || off + len > b.mr.length) {
-      return `bind range [${off}, ${off + len}) is outside the MR (${b.mr.length} bytes)`;
+    if (
+      !Number.isSafeInteger(off) || !Number.isSafeInteger(len) || off < 0 || len < 0 ||
+      off + len > b.mr.length
+    ) {
+      return `bind range [${show(off)}, +${show(len)}) is outside the MR (${b.mr.length} bytes)`;
+    }
+    if (!Number.isInteger(b.access) || b.access < 0 || (b.access & ~ACCESS_MASK) !== 0) {
+      return `bind.access must be an OR of AccessFlags, got ${show(b.access)}`;
     }
   }
-  if ((op === W.LOCAL_INV || op === W.SEND_WITH_INV) && wr.invalidateRkey === undefined) {
-    return `${OPCODE_NAMES[op]} needs invalidateRkey`;
+  if (r.invalidate && !isU32(w.invalidateRkey)) {
+    return `${r.name} needs invalidateRkey, a 32-bit rkey`;
   }
   return null;
 }
 
 /** Returns why a receive WR is invalid, or null. */
 export function recvWrProblem(wr: RecvWr, pd: ProtectionDomain, maxSge: number): string | null {
-  const sg = wr.sg ?? [];
-  if (sg.length > maxSge) return `${sg.length} SGEs exceed the granted max_recv_sge ${maxSge}`;
-  for (const s of sg) {
-    const p = sgeProblem(s, pd, true);
-    if (p) return p;
+  if (typeof wr !== "object" || wr === null) {
+    return `a work request must be an object, got ${show(wr)}`;
   }
-  return null;
+  if (wr.wrId !== undefined && !isU64(wr.wrId)) return u64Problem("wrId", wr.wrId);
+  return sgListProblem(wr.sg, pd, maxSge, "granted max_recv_sge", true);
 }
 
-/** A native list of work requests followed by their SGEs. */
-export class WrList {
-  /** The native memory: `capacity` WRs then `sgeCapacity` SGEs. */
-  readonly block: NativeBlock;
-  /** WR capacity. */
-  readonly capacity: number;
-  /** SGE capacity. */
-  readonly sgeCapacity: number;
-  /** Size of one WR struct. */
-  readonly wrSize: number;
-  /** Where each WR's SGEs start (byte offset), after `encode`. */
-  readonly sgeAt: number[] = [];
-
-  /** Allocates room for `capacity` WRs of `wrSize` bytes and `sgeCapacity` SGEs. */
-  constructor(wrSize: number, capacity: number, sgeCapacity: number) {
-    this.wrSize = wrSize;
-    this.capacity = capacity;
-    this.sgeCapacity = sgeCapacity;
-    this.block = new NativeBlock(wrSize * capacity + SGE_SIZE() * sgeCapacity, 64);
-  }
-
-  /** The address of WR `i`. */
-  wr(i: number): NativePointer {
-    return this.block.at(i * this.wrSize);
-  }
-
-  /** The index of a WR from its address (for `bad_wr`). */
-  indexOf(p: NativePointer | null): number {
-    if (p === null) return 0;
-    const n = native();
-    return Number((n.address(p) - n.address(this.block.ptr)) / BigInt(this.wrSize));
-  }
-
-  #writeSges(at: number, sgeBase: number, sg: readonly Sge[] | undefined, recv: boolean): number {
-    const L = layoutFor(native().arch);
-    const S = L.ibv_sge.fields;
-    const view = this.block.view;
-    const list = sg ?? [];
-    const start = this.wrSize * this.capacity + L.ibv_sge.size * sgeBase;
-    for (let j = 0; j < list.length; j++) {
-      const s = list[j];
-      const off = start + j * L.ibv_sge.size;
-      const offset = s.offset ?? 0;
-      setU64(view, off + S.addr.offset, s.mr.addrNumber + offset);
-      view.setUint32(off + S.length.offset, s.length ?? s.mr.length - offset, true);
-      view.setUint32(off + S.lkey.offset, s.mr.lkey, true);
-    }
-    const F = recv ? L.ibv_recv_wr.fields : L.ibv_send_wr.fields;
-    native().writePointer(
-      this.block.ptr,
-      at + F.sg_list.offset,
-      list.length ? this.block.at(start) : null,
-    );
-    view.setInt32(at + F.num_sge.offset, list.length, true);
-    this.sgeAt.push(start);
-    return list.length;
-  }
-
-  #link(i: number, count: number, nextOffset: number): void {
-    const at = i * this.wrSize;
-    native().writePointer(this.block.ptr, at + nextOffset, i + 1 < count ? this.wr(i + 1) : null);
-  }
-
-  /** Encodes `count` send WRs (already checked). */
-  encodeSend(wrs: readonly SendWr[], count: number): void {
-    const F = layoutFor(native().arch).ibv_send_wr.fields;
-    const view = this.block.view;
-    this.block.bytes.fill(0, 0, this.wrSize * count);
-    this.sgeAt.length = 0;
-    let sges = 0;
-    for (let i = 0; i < count; i++) {
-      const wr = wrs[i];
-      const at = i * this.wrSize;
-      const op = wr.opcode ?? W.SEND;
-      setU64(view, at + F.wr_id.offset, wr.wrId ?? 0);
-      this.#link(i, count, F.next.offset);
-      sges += this.#writeSges(at, sges, wr.sg, false);
-      view.setUint32(at + F.opcode.offset, op, true);
-      view.setUint32(at + F.send_flags.offset, wr.flags ?? SendFlags.SIGNALED, true);
-      if (wr.imm !== undefined) view.setUint32(at + F.imm_data.offset, wr.imm, false);
-      if (wr.invalidateRkey !== undefined) {
-        view.setUint32(at + F.invalidate_rkey.offset, wr.invalidateRkey, true);
-      }
-      if (wr.remote) {
-        if (ATOMIC.has(op)) {
-          setU64(view, at + F["wr.atomic.remote_addr"].offset, wr.remote.addr);
-          view.setUint32(at + F["wr.atomic.rkey"].offset, wr.remote.rkey, true);
-          setU64(view, at + F["wr.atomic.compare_add"].offset, wr.compareAdd ?? 0);
-          setU64(view, at + F["wr.atomic.swap"].offset, wr.swap ?? 0);
-        } else {
-          setU64(view, at + F["wr.rdma.remote_addr"].offset, wr.remote.addr);
-          view.setUint32(at + F["wr.rdma.rkey"].offset, wr.remote.rkey, true);
-        }
-      }
-      if (wr.ud) {
-        native().writePointer(this.block.ptr, at + F["wr.ud.ah"].offset, wr.ud.ah.ptr);
-        view.setUint32(at + F["wr.ud.remote_qpn"].offset, wr.ud.remoteQpn, true);
-        view.setUint32(at + F["wr.ud.remote_qkey"].offset, wr.ud.remoteQkey, true);
-      }
-      if (wr.bind) {
-        const b = wr.bind;
-        const off = b.offset ?? 0;
-        native().writePointer(this.block.ptr, at + F["bind_mw.mw"].offset, b.mw.ptr);
-        view.setUint32(at + F["bind_mw.rkey"].offset, b.mw.nextRkey(), true);
-        native().writePointer(this.block.ptr, at + F["bind_mw.bind_info.mr"].offset, b.mr.ptr);
-        setU64(view, at + F["bind_mw.bind_info.addr"].offset, b.mr.addrNumber + off);
-        setU64(view, at + F["bind_mw.bind_info.length"].offset, b.length ?? b.mr.length - off);
-        view.setUint32(at + F["bind_mw.bind_info.mw_access_flags"].offset, b.access, true);
-      }
-    }
-  }
-
-  /** Encodes `count` receive WRs (already checked). */
-  encodeRecv(wrs: readonly RecvWr[], count: number): void {
-    const F = layoutFor(native().arch).ibv_recv_wr.fields;
-    const view = this.block.view;
-    this.block.bytes.fill(0, 0, this.wrSize * count);
-    this.sgeAt.length = 0;
-    let sges = 0;
-    for (let i = 0; i < count; i++) {
-      const wr = wrs[i];
-      setU64(view, i * this.wrSize + F.wr_id.offset, wr.wrId ?? 0);
-      this.#link(i, count, F.next.offset);
-      sges += this.#writeSges(i * this.wrSize, sges, wr.sg, true);
-    }
-  }
-}
-
-function SGE_SIZE(): number {
-  return layoutFor(native().arch).ibv_sge.size;
-}
-
-/** The number of SGEs in a list of WRs. */
-export function countSges(wrs: readonly { readonly sg?: readonly Sge[] }[]): number {
+/** The number of SGEs in the first `count` WRs (no allocation). */
+export function countSges(
+  wrs: readonly { readonly sg?: readonly Sge[] }[],
+  count = wrs.length,
+): number {
   let n = 0;
-  for (const w of wrs) n += w.sg?.length ?? 0;
+  for (let i = 0; i < count; i++) n += wrs[i].sg?.length ?? 0;
   return n;
 }

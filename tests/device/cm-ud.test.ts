@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
-import { EventChannel } from "../../cm/channel.ts";
+import { CmEventChannel } from "../../cm/channel.ts";
 import { connect } from "../../cm/connect.ts";
 import { udDestination } from "../../cm/ud.ts";
 import { UnsupportedError } from "../../types/errors.ts";
@@ -55,7 +55,7 @@ deviceTest(
       assert.equal(event.conn, null);
       assert.equal(event.ud.qpNum, accepted.qpNum);
       assert.equal(event.ud.qkey, RDMA_UDP_QKEY);
-      assert.equal(event.ud.ahAttr.isGlobal, true); // RoCE: GRH required
+      assert.equal(event.ud.ahAttr.grh !== undefined, true); // RoCE: GRH required
       const dest = udDestination(ep!.pd, event);
       for (let i = 0; i < 3; i++) {
         await ep!.send(enc(`dgram ${i}`), dest);
@@ -80,7 +80,7 @@ deviceTest(
 deviceTest("cm multicast: join, send, receive, leave (the mckey flow)", async (env) => {
   const group = "239.1.2.3";
   if (env.transport === "iwarp") {
-    using ch = new EventChannel();
+    using ch = new CmEventChannel();
     const id = ch.createId("UDP");
     id.bind({ address: env.address });
     await assert.rejects(
@@ -91,7 +91,7 @@ deviceTest("cm multicast: join, send, receive, leave (the mckey flow)", async (e
   }
   const n = 3;
   const peer = spawnPeer("cm-mc-recv.ts", [env.address, group, String(n)]);
-  const ch = new EventChannel();
+  const ch = new CmEventChannel();
   let ep: Endpoint | undefined;
   try {
     const joinedPeer = await peer.next((m) => "joined" in m, 30_000);

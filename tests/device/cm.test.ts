@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { deviceTest, notOnIwarp } from "../harness.ts";
 import { connect, listen } from "../../cm/connect.ts";
-import { EventChannel } from "../../cm/channel.ts";
+import { CmEventChannel } from "../../cm/channel.ts";
 import { CmEventError, InvalidArgumentError, NativeError } from "../../types/errors.ts";
 import { CmEventType, PortSpace, PrivateDataLimits } from "../../types/enums.ts";
 import { getAddrInfo } from "../../cm/addrinfo.ts";
@@ -19,7 +19,7 @@ const enc = (s: string) => new TextEncoder().encode(s);
 deviceTest(
   "cm: resolving an address with no route fails with ADDR_ERROR in bounded time",
   async (env) => {
-    using ch = new EventChannel();
+    using ch = new CmEventChannel();
     using id = ch.createId("TCP");
     const t0 = Date.now();
     // an address on the device's own subnet that nobody answers ARP for

@@ -3,7 +3,8 @@
 // the extended verbs_context path, allocate a PD — in whichever runtime runs this.
 import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
-import { listDevices, native } from "../../mod.ts";
+import { listDevices } from "../../mod.ts";
+import { native } from "../../ffi/native.ts";
 import { withDeviceList } from "../../verbs/devices.ts";
 import { layoutFor } from "../../types/layout.ts";
 import { IBVERBS_OPS } from "../../types/symbols/ibverbs.ts";

@@ -19,11 +19,11 @@ import {
 import {
   asyncEvents,
   awaitCompletions,
-  cancelCompletionWaits,
   completions,
   type CompletionSource,
   Poller,
 } from "../../poller/mod.ts";
+import { cancelCompletionWaits } from "../../poller/completions.ts";
 import {
   AccessFlags,
   EventType,
@@ -59,8 +59,8 @@ function connect(env: DeviceEnv, ctx: Context, a: QueuePair, b: QueuePair): void
     pathMtu: ctx.queryPort(env.port).activeMtu,
     accessFlags: AccessFlags.REMOTE_WRITE,
   };
-  a.connect({ qpNum: b.qpNum, psn: 0, gid }, o);
-  b.connect({ qpNum: a.qpNum, psn: 0, gid }, o);
+  a.activate({ qpNum: b.qpNum, psn: 0, gid }, o);
+  b.activate({ qpNum: a.qpNum, psn: 0, gid }, o);
 }
 
 /**

@@ -20,8 +20,8 @@ function eventFixture(env: Parameters<Parameters<typeof deviceTest>[1]>[0]) {
     accessFlags: AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ,
     retryCnt: 1,
   });
-  a.connect({ qpNum: b.qpNum, psn: 0, gid }, o);
-  b.connect({ qpNum: a.qpNum, psn: 0, gid }, o);
+  a.activate({ qpNum: b.qpNum, psn: 0, gid }, o);
+  b.activate({ qpNum: a.qpNum, psn: 0, gid }, o);
   return { f, ctx, pd, cq, a, b };
 }
 

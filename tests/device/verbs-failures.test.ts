@@ -159,8 +159,8 @@ deviceTest("verbs: SRQ limit raises SRQ_LIMIT_REACHED as an async event", async 
   const b = f.pd.createQp({ type: QpType.RC, sendCq: f.cq, srq });
   const gid = f.ctx.queryGid(env.port, env.gidIndex);
   const o = { port: env.port, sgidIndex: env.gidIndex };
-  a.connect({ qpNum: b.qpNum, psn: 0, gid }, o);
-  b.connect({ qpNum: a.qpNum, psn: 0, gid }, o);
+  a.activate({ qpNum: b.qpNum, psn: 0, gid }, o);
+  b.activate({ qpNum: a.qpNum, psn: 0, gid }, o);
   const buf = f.pd.allocBuffer(64 * 8);
   srq.postRecv(
     [0, 1, 2, 3, 4, 5, 6, 7].map((i) => ({

@@ -6,11 +6,12 @@ import assert from "node:assert/strict";
 import type { DeviceEnv } from "../harness.ts";
 import {
   type CompletionQueue,
-  type ConnectOptions,
   type Context,
+  type CreatableQpType,
   openDevice,
   type ProtectionDomain,
   type QpCap,
+  type QpTransitionOptions,
   type QueuePair,
   type WorkCompletionData,
 } from "../../verbs/mod.ts";
@@ -34,7 +35,7 @@ export function fixture(env: DeviceEnv, cqe = 64): Fixture {
 }
 
 /** Connection options for the test device (GID index, active MTU). */
-export function connectOptions(f: Fixture, extra: ConnectOptions = {}): ConnectOptions {
+export function connectOptions(f: Fixture, extra: QpTransitionOptions = {}): QpTransitionOptions {
   return {
     port: f.env.port,
     sgidIndex: f.env.gidIndex,
@@ -47,11 +48,11 @@ export function connectOptions(f: Fixture, extra: ConnectOptions = {}): ConnectO
 export function qpPair(
   f: Fixture,
   options: {
-    type?: number;
+    type?: CreatableQpType;
     cap?: QpCap;
     cqA?: CompletionQueue;
     cqB?: CompletionQueue;
-    connect?: ConnectOptions;
+    connect?: QpTransitionOptions;
   } = {},
 ): [QueuePair, QueuePair] {
   const type = options.type ?? QpType.RC;
@@ -59,8 +60,8 @@ export function qpPair(
   const b = f.pd.createQp({ type, sendCq: options.cqB ?? f.cq, cap: options.cap });
   const gid = f.ctx.queryGid(f.env.port, f.env.gidIndex);
   const o = connectOptions(f, options.connect);
-  a.connect(type === QpType.UD ? undefined : { qpNum: b.qpNum, psn: 0, gid }, o);
-  b.connect(type === QpType.UD ? undefined : { qpNum: a.qpNum, psn: 0, gid }, o);
+  a.activate(type === QpType.UD ? undefined : { qpNum: b.qpNum, psn: 0, gid }, o);
+  b.activate(type === QpType.UD ? undefined : { qpNum: a.qpNum, psn: 0, gid }, o);
   return [a, b];
 }
 

@@ -223,7 +223,7 @@ deviceTest("verbs SRQ: one SRQ shared by two QPs", (env) => {
   const gid = f.ctx.queryGid(env.port, env.gidIndex);
   const o = { port: env.port, sgidIndex: env.gidIndex };
   for (const [x, y] of [[a1, b1], [b1, a1], [a2, b2], [b2, a2]]) {
-    x.connect({ qpNum: y.qpNum, psn: 0, gid }, o);
+    x.activate({ qpNum: y.qpNum, psn: 0, gid }, o);
   }
   const bufs = [f.pd.allocBuffer(64), f.pd.allocBuffer(64)];
   srq.postRecv([{ wrId: 100, sg: [{ mr: bufs[0] }] }, { wrId: 101, sg: [{ mr: bufs[1] }] }]);

@@ -63,6 +63,7 @@ deviceTest(
     rejects(() => rc.postSend({ sg: sges }), /exceed the QP's granted max_send_sge/);
     rejects(() => rc.postSend({ sg: [{ mr, offset: 200, length: 100 }] }), /outside its MR/);
     rejects(() => rc.postSend({ sg: [{ mr, length: 0 }] }), /0 bytes is not allowed/);
+    // @ts-expect-error: imm is required by the type too; this checks the run-time guard
     rejects(() => rc.postSend({ opcode: WrOpcode.SEND_WITH_IMM, sg: [] }), /needs imm/);
     rejects(() => ud.postSend({ sg: [{ mr, length: 8 }] }), /UD send needs ud/);
     rejects(() => rc.postRecv({ sg: [{ mr, offset: 250, length: 10 }] }), /outside its MR/);
@@ -89,6 +90,7 @@ deviceTest(
       () => fresh.postSend({ sg: [] }),
       (e) => e instanceof QpStateError && /IBV_QPS_RTR/.test(e.message),
     );
+    // @ts-expect-error: the type admits RC, UC and UD only; this checks the run-time guard
     assert.throws(() => f.pd.createQp({ type: QpType.RAW_PACKET, sendCq: f.cq }), {
       name: "InvalidArgumentError",
     });
@@ -179,6 +181,7 @@ deviceTest("verbs prepared WRs: build once, update fields in place, re-post", (e
   assert.throws(() => write.setLength(0, 0, 1000), { name: "InvalidArgumentError" });
   assert.throws(() => write.setLength(0, 1, 4), { name: "InvalidArgumentError" });
   assert.throws(
+    // @ts-expect-error: remote is required by the type too; this checks the run-time guard
     () => a.prepareSend({ opcode: WrOpcode.RDMA_READ, sg: [] }),
     InvalidWorkRequestError,
   );

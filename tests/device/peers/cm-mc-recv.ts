@@ -8,13 +8,13 @@
  */
 
 import process from "node:process";
-import { EventChannel } from "../../../cm/channel.ts";
+import { CmEventChannel } from "../../../cm/channel.ts";
 import { Endpoint } from "./endpoint.ts";
 import { report, text } from "./spawn.ts";
 
 const [address, group, countArg] = process.argv.slice(2);
 const count = Number(countArg);
-const channel = new EventChannel();
+const channel = new CmEventChannel();
 const id = channel.createId("UDP");
 await id.resolveAddress({ address: group }, { source: { address }, timeout: 20_000 });
 const ep = new Endpoint(id);

@@ -11,7 +11,7 @@ import type { MemoryRegion } from "../../../verbs/mr.ts";
 import type { ProtectionDomain } from "../../../verbs/pd.ts";
 import type { QueuePair } from "../../../verbs/qp.ts";
 import type { AddressHandle } from "../../../verbs/ah.ts";
-import { awaitCompletions, unwatchChannel } from "../../../poller/completions.ts";
+import { awaitCompletions } from "../../../poller/completions.ts";
 import { AccessFlags, QpType, WcOpcode, WcStatus, WrOpcode } from "../../../types/enums.ts";
 import { ClosedError } from "../../../types/errors.ts";
 
@@ -149,7 +149,6 @@ export class Endpoint {
     this.#abort.abort(); // pending waits end now instead of keeping the process alive
     this.mr.close();
     this.cq.close();
-    unwatchChannel(this.channel);
     this.channel.close();
     this.pd.close();
   }

@@ -1,0 +1,177 @@
+/**
+ * The one lifetime base of every native-backed object in the library (verbs objects, connection
+ * manager ids and channels, stream connections): an object is owned by the objects it depends on
+ * (its owners), closing an owner closes its dependents first (newest first), `close()` is
+ * idempotent, `Symbol.dispose` aliases it, and a FinalizationRegistry only reports a leak.
+ *
+ * @module
+ */
+
+import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
+
+/** A class, by its prototype (private constructors included). */
+type AnyClass<T> = { readonly prototype: T; readonly name: string };
+let constructorOf: (value: object) => AnyClass<unknown> | undefined;
+
+const leakedKinds = new Set<string>();
+const leaks = new FinalizationRegistry<string>((kind) => {
+  if (leakedKinds.has(kind)) return;
+  leakedKinds.add(kind);
+  console.warn(
+    `@rdma/verbs: a ${kind} was garbage-collected without close(); its native resources leak ` +
+      "(close RDMA objects explicitly or with `using`)",
+  );
+});
+
+/**
+ * The base class of every object that owns a native resource. Subclasses release the resource
+ * in {@link NativeResource.destroy}, which runs exactly once.
+ */
+export abstract class NativeResource implements Disposable {
+  /** The kind of object, for error messages (`QueuePair`, `CmId`, ...). */
+  readonly kind: string;
+  #closed = false;
+  #closing = false;
+  readonly #dependents = new Set<NativeResource>();
+  readonly #owners: NativeResource[] = [];
+  readonly #class: AnyClass<unknown>;
+
+  static {
+    constructorOf = (v) => (#class in v ? (v as NativeResource).#class : undefined);
+  }
+
+  /**
+   * Registers the object with the objects it depends on: each must be open, and each closes
+   * this object before itself.
+   */
+  protected constructor(kind: string, owners: readonly (NativeResource | null | undefined)[]) {
+    this.kind = kind;
+    this.#class = new.target as unknown as AnyClass<unknown>;
+    for (const o of owners) {
+      if (!o) continue;
+      o.assertOpen();
+      o.#dependents.add(this);
+      this.#owners.push(o);
+    }
+    leaks.register(this, kind, this);
+  }
+
+  /** True once closed (directly or through an owner). */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Throws {@link ClosedError} when closed. */
+  assertOpen(): void {
+    if (this.#closed) throw new ClosedError(this.kind);
+  }
+
+  /** Makes `dependent` close before this object (e.g. a QP before its CM id). */
+  protected addDependent(dependent: NativeResource): void {
+    this.assertOpen();
+    this.#dependents.add(dependent);
+    dependent.#owners.push(this);
+  }
+
+  /** The open dependents, oldest first. */
+  protected dependents(): NativeResource[] {
+    return [...this.#dependents];
+  }
+
+  /**
+   * Why a direct `close()` must not happen now (e.g. work requests still use the memory), or
+   * null. Closing an owner closes the object regardless.
+   */
+  protected closeRefusal(): string | null {
+    return null;
+  }
+
+  /**
+   * Closes the dependents (newest first), then releases the native resource. Idempotent and
+   * re-entrancy safe. A failing dependent or destroy still leaves this object closed; the
+   * first error is thrown once everything was attempted. Throws {@link InvalidArgumentError}
+   * (and stays open) when the object refuses to close now (see each class).
+   */
+  close(): void {
+    if (this.#closed || this.#closing) return;
+    const refusal = this.closeRefusal();
+    if (refusal !== null) throw new InvalidArgumentError(`${this.kind}: ${refusal}`);
+    this.#closeNow();
+  }
+
+  #closeNow(): void {
+    if (this.#closed || this.#closing) return;
+    this.#closing = true;
+    let first: unknown;
+    let failed = false;
+    try {
+      this.beforeClose();
+    } catch (e) {
+      first = e;
+      failed = true;
+    }
+    const deps = [...this.#dependents].reverse();
+    for (const d of deps) {
+      try {
+        d.#closeNow();
+      } catch (e) {
+        if (!failed) first = e;
+        failed = true;
+      }
+    }
+    this.#closed = true;
+    leaks.unregister(this);
+    for (const o of this.#owners) o.#dependents.delete(this);
+    try {
+      this.destroy();
+    } catch (e) {
+      if (!failed) first = e;
+      failed = true;
+    }
+    if (failed) throw first;
+  }
+
+  /**
+   * Runs first when the object closes (directly or through an owner), before its dependents
+   * close: e.g. a connection sends its disconnect. The default does nothing.
+   */
+  protected beforeClose(): void {}
+
+  /** Releases the native resource; called once by {@link NativeResource.close}. */
+  protected abstract destroy(): void;
+
+  /** Alias of {@link NativeResource.close}. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+/**
+ * True when `value` was constructed as a `Class` (or a subclass of it). The check reads private
+ * state that only the constructor sets, so a look-alike object never passes.
+ */
+export function isInstance<T extends NativeResource>(
+  value: unknown,
+  Class: AnyClass<T>,
+): value is T {
+  if (typeof value !== "object" || value === null) return false;
+  const c = constructorOf(value);
+  return c !== undefined &&
+    (c === Class || Object.prototype.isPrototypeOf.call(Class.prototype, c.prototype as object));
+}
+
+/**
+ * Returns `value` when it is an open `Class`; throws {@link InvalidArgumentError} when it is not
+ * one (`what` names the argument) and {@link ClosedError} when it is closed.
+ */
+export function checkResource<T extends NativeResource>(
+  value: unknown,
+  Class: AnyClass<T>,
+  what: string,
+): T {
+  if (!isInstance(value, Class)) {
+    throw new InvalidArgumentError(`${what} must be a ${Class.name} made by this library`);
+  }
+  value.assertOpen();
+  return value;
+}

@@ -1,0 +1,93 @@
+/**
+ * The layer rule, enforced: imports only go down (`types → ffi → poller → verbs → cm → stream`),
+ * `types/` is pure, only `ffi/` knows the runtime, examples use the public module only, and
+ * `mod.ts` only re-exports.
+ */
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { test } from "./harness.ts";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const LAYERS = ["types", "ffi", "poller", "verbs", "cm", "stream"] as const;
+
+function files(dir: string): string[] {
+  const abs = join(ROOT, dir);
+  try {
+    statSync(abs);
+  } catch {
+    return [];
+  }
+  const out: string[] = [];
+  for (const name of readdirSync(abs)) {
+    const p = join(abs, name);
+    if (statSync(p).isDirectory()) out.push(...files(relative(ROOT, p)));
+    else if (name.endsWith(".ts")) out.push(relative(ROOT, p));
+  }
+  return out;
+}
+
+/** Every relative module specifier a file imports or re-exports (static and dynamic). */
+function imports(file: string): string[] {
+  const src = readFileSync(join(ROOT, file), "utf8");
+  const out: string[] = [];
+  for (const m of src.matchAll(/(?:import|export)\s[^"']*?from\s+["']([^"']+)["']/g)) {
+    out.push(m[1]);
+  }
+  for (const m of src.matchAll(/^\s*import\s+["']([^"']+)["']/gm)) out.push(m[1]);
+  for (const m of src.matchAll(/import\(\s*["']([^"']+)["']\s*\)/g)) out.push(m[1]);
+  for (const m of src.matchAll(/new URL\(\s*["']([^"']+\.ts)["']/g)) out.push(m[1]);
+  return out;
+}
+
+function layerOf(file: string): number {
+  return LAYERS.indexOf(file.split("/")[0] as typeof LAYERS[number]);
+}
+
+test("layers: library imports only go down (types → ffi → poller → verbs → cm → stream)", () => {
+  const wrong: string[] = [];
+  let checked = 0;
+  for (const layer of LAYERS) {
+    for (const file of files(layer)) {
+      for (const spec of imports(file)) {
+        if (!spec.startsWith(".")) continue;
+        const target = relative(ROOT, resolve(ROOT, dirname(file), spec));
+        checked++;
+        const to = layerOf(target);
+        if (to < 0 || to > layerOf(file)) wrong.push(`${file} imports ${target}`);
+      }
+    }
+  }
+  assert.ok(checked > 100, `only ${checked} imports found: the scan is broken`);
+  assert.deepEqual(wrong, [], "imports that run upward or out of the library");
+});
+
+test("layers: types/ is pure and only ffi/ knows the runtime", () => {
+  const runtime = /\bDeno\.|["']bun:|\bBun\.|["']Bun["'] in globalThis/;
+  const wrong: string[] = [];
+  for (const layer of LAYERS) {
+    if (layer === "ffi") continue;
+    for (const file of files(layer)) {
+      const code = readFileSync(join(ROOT, file), "utf8").replace(/^\s*(\/\/|\*).*$/gm, "");
+      if (runtime.test(code)) wrong.push(file);
+    }
+  }
+  assert.deepEqual(wrong, [], "files outside ffi/ that name a runtime");
+});
+
+test("layers: examples import the public module only; mod.ts only re-exports", () => {
+  const wrong: string[] = [];
+  for (const file of files("examples")) {
+    for (const spec of imports(file)) {
+      if (!spec.startsWith(".")) continue;
+      const target = relative(ROOT, resolve(ROOT, dirname(file), spec));
+      if (target !== "mod.ts" && !target.startsWith("examples/")) wrong.push(`${file} → ${target}`);
+    }
+  }
+  assert.deepEqual(wrong, [], "examples that reach past mod.ts");
+  const mod = readFileSync(join(ROOT, "mod.ts"), "utf8").replace(/\/\*\*[\s\S]*?\*\//g, "");
+  for (const line of mod.split("\n").filter((l) => l.trim() && !l.trim().startsWith("//"))) {
+    assert.match(line, /^(export\b|\s|\})/, `mod.ts does more than re-export: ${line}`);
+  }
+});
