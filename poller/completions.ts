@@ -7,9 +7,12 @@
  *   the channel. A CQ already armed and not yet signalled is not re-armed.
  * - `"busy"`: poll, and between empty rounds yield to the event loop (`setImmediate`), so
  *   timers and I/O keep running. Needs no channel; costs a core while waiting.
- * - `"adaptive"` (the default): poll in a tight loop for `spinMicros` (default
- *   {@link DEFAULT_SPIN_MICROS}), then arm and wait like `"event"` (the idea of rsocket's
- *   `rpoll`).
+ * - `"adaptive"` (the default): poll in a tight loop for a spin budget, then arm and wait like
+ *   `"event"` (the idea of rsocket's `rpoll`, which spins for a fixed time). The budget is
+ *   learnt per CQ from when completions actually arrived (a moving average with a margin,
+ *   between 2 µs and {@link AUTO_SPIN_MAX_MICROS}; it starts at {@link DEFAULT_SPIN_MICROS}), so a
+ *   ping-pong whose answer comes back within the budget never pays a wake-up and an idle CQ
+ *   spins almost nothing; `spinMicros` fixes the budget instead.
  *
  * Why `"adaptive"` with a 20 µs budget is the default: in RC ping-pong (bench/pingpong-event.ts,
  * soft-RoCE VM, 2 vCPUs, two processes, medians of interleaved rounds, as ratios to
@@ -53,6 +56,22 @@ export const DEFAULT_SPIN_MICROS = 20;
  */
 export const MAX_SPIN_MICROS = 10_000;
 
+/** The most the `"adaptive"` strategy spins on its own (no `spinMicros`), in microseconds. */
+export const AUTO_SPIN_MAX_MICROS = 200;
+
+/**
+ * Learns the adaptive budget from one wait that found completions `delay` µs after it started
+ * (`spun` when the spin found them). The budget follows the typical arrival delay (a moving
+ * average) with a margin, so completions that come back within a round trip are caught by the
+ * spin and skip a wake-up, while a CQ whose completions come late (idle gaps, slow peers) stops
+ * spinning in vain: those waits pull the estimate down.
+ */
+function learnSpin(s: CqState, delay: number): void {
+  if (delay <= AUTO_SPIN_MAX_MICROS) s.arrival += (delay - s.arrival) / 4;
+  else s.arrival *= 0.75;
+  s.spin = Math.min(AUTO_SPIN_MAX_MICROS, Math.max(2, s.arrival * 1.25 + 2));
+}
+
 /** A completion channel as the poller sees it (the verbs `CompletionChannel` is one). */
 export interface CompletionChannelLike {
   /** The O_NONBLOCK channel fd. */
@@ -91,6 +110,10 @@ export interface CompletionWaitOptions extends WaitOptions {
 }
 
 interface CqState {
+  /** The adaptive spin budget (µs) learned from when completions arrived. */
+  spin: number;
+  /** The learned typical arrival delay of a completion after a wait starts (µs). */
+  arrival: number;
   armed: boolean;
   armedSolicited: boolean;
   waits: WaitList | null;
@@ -106,6 +129,8 @@ function stateOf(cq: CompletionSource): CqState {
   let s = states.get(cq);
   if (!s) {
     s = {
+      spin: DEFAULT_SPIN_MICROS,
+      arrival: DEFAULT_SPIN_MICROS,
       armed: false,
       armedSolicited: false,
       waits: null,
@@ -204,22 +229,27 @@ export function awaitCompletions(
     const got = cq.poll(options.max);
     if (got > 0) return Promise.resolve(got);
     if (strategy === "adaptive") {
-      const micros = options.spinMicros ?? DEFAULT_SPIN_MICROS;
-      if (!(micros >= 0 && micros <= MAX_SPIN_MICROS)) {
+      const fixed = options.spinMicros;
+      if (fixed !== undefined && !(fixed >= 0 && fixed <= MAX_SPIN_MICROS)) {
         throw new InvalidArgumentError(
-          `spinMicros must be 0..${MAX_SPIN_MICROS} (the spin blocks the event loop), got ${micros}`,
+          `spinMicros must be 0..${MAX_SPIN_MICROS} (the spin blocks the event loop), got ${fixed}`,
         );
       }
-      const end = performance.now() + micros / 1000;
-      while (performance.now() < end) {
+      const start = performance.now();
+      const end = start + (fixed ?? s.spin) / 1000;
+      for (let now = start; now < end; now = performance.now()) {
         const n = cq.poll(options.max);
-        if (n > 0) return Promise.resolve(n);
+        if (n > 0) {
+          if (fixed === undefined) learnSpin(s, (performance.now() - start) * 1000);
+          return Promise.resolve(n);
+        }
       }
+      return eventWait(cq, s, options, fixed === undefined ? start : -1);
     }
   } catch (e) {
     return Promise.reject(e);
   }
-  return strategy === "busy" ? busyWait(cq, s, options) : eventWait(cq, s, options);
+  return strategy === "busy" ? busyWait(cq, s, options) : eventWait(cq, s, options, -1);
 }
 
 async function busyWait(
@@ -241,10 +271,12 @@ async function busyWait(
   }
 }
 
+/** Arms, drains, waits; `learnFrom` >= 0 is when an adaptive wait started (its delay is learnt). */
 async function eventWait(
   cq: CompletionSource,
   s: CqState,
   options: CompletionWaitOptions,
+  learnFrom: number,
 ): Promise<number> {
   const poller = options.poller ?? s.poller ?? Poller.default();
   if (poller.closed) throw new ClosedError("Poller");
@@ -268,7 +300,10 @@ async function eventWait(
       s.armedSolicited = solicited;
     }
     const n = cq.poll(max);
-    if (n > 0) return n;
+    if (n > 0) {
+      if (learnFrom >= 0) learnSpin(s, (performance.now() - learnFrom) * 1000);
+      return n;
+    }
     if (deadline !== Infinity) {
       waitOptions = { signal: options.signal, timeout: Math.max(0, deadline - performance.now()) };
     }

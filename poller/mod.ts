@@ -32,6 +32,7 @@ export {
   type WaitOptions,
 } from "./wait.ts";
 export {
+  AUTO_SPIN_MAX_MICROS,
   awaitCompletions,
   type CompletionChannelLike,
   completions,
