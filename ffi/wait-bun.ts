@@ -126,6 +126,8 @@ interface BunConnect {
 }
 
 const F_DUPFD_CLOEXEC = 1030;
+/** Consecutive wakes with nothing ready after which the socket path is given up. */
+const MAX_EMPTY_WAKES = 64;
 
 /** `Bun` with `connect`, when this Bun has it. */
 function bunConnect(): BunConnect | undefined {
@@ -153,6 +155,7 @@ class BunSocketWaiter implements EpollWaiter {
   #closed = false;
   #fallback: EpollWaiter | null = null;
   #handlers: AdoptHandlers;
+  #emptyWakes = 0;
 
   constructor(o: WaiterOptions, bun: BunConnect) {
     this.#o = o;
@@ -212,19 +215,25 @@ class BunSocketWaiter implements EpollWaiter {
       libc.close(fd);
       return this.#fail();
     }
-    if (this.#socket) this.#adopting = false;
-    pending.then((socket) => {
-      // a Bun that opens adopted sockets later than inside connect()
-      if (!this.#adopting) return;
+    if (this.#socket) {
       this.#adopting = false;
-      if (this.#closed || this.#fallback) return socket.terminate();
-      this.#socket = socket;
-      if (!this.#wanted) socket.unref();
-    }, () => {
-      this.#adopting = false;
-      this.#fail();
-    });
+      pending.catch(this.#refused);
+    } else pending.then(this.#openedLate, this.#refused);
   }
+
+  /** A Bun that opens adopted sockets later than inside `connect()`. */
+  #openedLate = (socket: AdoptedSocket): void => {
+    if (!this.#adopting) return;
+    this.#adopting = false;
+    if (this.#closed || this.#fallback) return void socket.terminate();
+    this.#socket = socket;
+    if (!this.#wanted) socket.unref();
+  };
+
+  #refused = (): void => {
+    this.#adopting = false;
+    this.#fail();
+  };
 
   /** The adopted duplicate became readable (and Bun closed it), or Bun gave up on it. */
   #ready(socket: AdoptedSocket): void {
@@ -236,12 +245,18 @@ class BunSocketWaiter implements EpollWaiter {
     const libc = native().libc;
     const view = this.#events.view;
     const fds = this.#fds;
+    let total = 0;
     for (;;) {
       const n = libc.epoll_wait(epfd, this.#events.ptr, maxEvents, 0);
       for (let i = 0; i < n; i++) fds[i] = view.getInt32(i * eventSize + dataOffset, true);
       if (n > 0) onEvents(fds, n);
+      total += Math.max(0, n);
       if (n < maxEvents || this.#closed) break;
     }
+    // a wake with nothing ready happens (an fd drained meanwhile), but not many in a row: if Bun
+    // closed adopted fds without their being readable, adopting again would spin
+    if (total > 0) this.#emptyWakes = 0;
+    else if (++this.#emptyWakes > MAX_EMPTY_WAKES) return this.#fail();
     if (this.#wanted && !this.#closed && !this.#socket && !this.#adopting) this.#adopt();
   }
 

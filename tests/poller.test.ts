@@ -12,6 +12,7 @@ import { native } from "../ffi/native.ts";
 import { Poller } from "../poller/poller.ts";
 import { WaitList } from "../poller/wait.ts";
 import { useWaiter, waiterKinds } from "../ffi/wait.ts";
+import { openWakeupLib, type WakeupLib } from "../bench/wakeup-lib.ts";
 import { AbortedError, ClosedError, InvalidArgumentError } from "../types/errors.ts";
 
 const EFD_NONBLOCK = 0x800;
@@ -268,6 +269,45 @@ for (const kind of waiterKinds()) {
     watch.close();
     n.libc.close(fd);
   });
+}
+
+let writer: WakeupLib | undefined;
+let noWriter: string | false = false;
+try {
+  writer = await openWakeupLib(); // bench/c/wakeup.c: a C thread writing an fd at random gaps
+} catch (e) {
+  noWriter = `needs a C compiler for the writer thread: ${e instanceof Error ? e.message : e}`;
+}
+
+for (const kind of waiterKinds()) {
+  test(
+    `poller [${kind}]: 10,000 writes from another thread at random gaps, each one seen`,
+    async () => {
+      const lib = writer!;
+      using poller = pollerOf(kind);
+      const fd = eventfd();
+      const watch = poller.register(fd);
+      const total = 10_000;
+      // each write waits for the previous one's ack; acking after the drain means every write
+      // arrives as its own edge, at gaps of 0–50 µs: while the waiter re-arms, while the JS thread
+      // dispatches, while it is idle
+      assert.equal(lib.wk_start(fd, total, 0, 50), 0);
+      let seen = 0;
+      try {
+        while (seen < total) {
+          await watch.readable({ timeout: 5000 }); // a lost edge ends here
+          for (let got = drain(fd); got > 0n; got--) lib.wk_woken(seen++);
+        }
+      } finally {
+        while (seen < total) lib.wk_woken(seen++); // let the writer finish
+        lib.wk_join();
+      }
+      assert.equal(poller.pending, 0);
+      watch.close();
+      n.libc.close(fd);
+    },
+    { skip: noWriter },
+  );
 }
 
 /** The fds this process has open below 4096 (`fcntl(F_GETFD)`; /proc needs all permissions in Deno). */
