@@ -274,7 +274,7 @@ class BunSocketWaiter implements EpollWaiter {
 let uringCalls: UringCalls | null | undefined;
 
 /** The raw calls of the io_uring link, bound once (null if libc cannot be opened). */
-function bindUring(): UringCalls | null {
+export function bindUring(): UringCalls | null {
   if (uringCalls !== undefined) return uringCalls;
   const { i64, i32, u64, ptr } = FFIType;
   for (const path of LIBRARIES.libc.sonames) {
@@ -389,33 +389,37 @@ class BunUringWaiter implements EpollWaiter {
     this.#link.close();
   }
 
+  /** The link or the adopted socket failed: wait through the socket or the Worker path. */
   #fail(): void {
     if (this.#fallback || this.#closed) return;
-    const fallback = this.#fallback = new BunWorkerWaiter(this.#o);
+    const fallback = this.#fallback = socketOrWorker(this.#o);
     this.#teardown();
     if (this.#wanted) fallback.want(true);
   }
 }
 
-/** The io_uring waiter, or the Worker one where io_uring or `Bun.connect` is missing. */
-function uringOrWorker(o: WaiterOptions): EpollWaiter {
+/** The socket waiter, or the Worker one where `Bun.connect` is missing. */
+function socketOrWorker(o: WaiterOptions): EpollWaiter {
   const bun = bunConnect();
-  const calls = bindUring();
-  const link = bun && calls ? EpollLink.open(calls, o.epfd) : null;
-  return link && bun ? new BunUringWaiter(o, link, bun) : new BunWorkerWaiter(o);
+  return bun ? new BunSocketWaiter(o, bun) : new BunWorkerWaiter(o);
 }
 
-/** Bun's waiters by kind, the default first. */
+/** The io_uring waiter, else the socket waiter, else the Worker one. */
+function uringOrSocket(o: WaiterOptions): EpollWaiter {
+  const bun = bunConnect();
+  const calls = bun ? bindUring() : null;
+  const link = bun && calls ? EpollLink.open(calls, o.epfd) : null;
+  return link && bun ? new BunUringWaiter(o, link, bun) : socketOrWorker(o);
+}
+
+/** Bun's waiters by kind, the default first (each falls back to the ones after it). */
 export const WAITERS: Readonly<Record<string, (options: WaiterOptions) => EpollWaiter>> = {
-  "bun-socket": (o) => {
-    const bun = bunConnect();
-    return bun ? new BunSocketWaiter(o, bun) : new BunWorkerWaiter(o);
-  },
-  "bun-uring": uringOrWorker,
+  "bun-uring": uringOrSocket,
+  "bun-socket": socketOrWorker,
   "bun-worker": (o) => new BunWorkerWaiter(o),
 };
 
-/** Creates Bun's default waiter: the socket path, or the Worker path where Bun lacks it. */
+/** Creates Bun's default waiter: io_uring, else the adopted epoll fd, else the Worker. */
 export function createWaiter(options: WaiterOptions): EpollWaiter {
-  return WAITERS["bun-socket"](options);
+  return uringOrSocket(options);
 }

@@ -120,7 +120,7 @@ class DenoWaiter implements EpollWaiter {
 let uringCalls: UringCalls | null | undefined;
 
 /** The raw calls of the io_uring link, bound once (null if libc cannot be opened). */
-function bindUring(): UringCalls | null {
+export function bindUring(): UringCalls | null {
   if (uringCalls !== undefined) return uringCalls;
   for (const path of LIBRARIES.libc.sonames) {
     try {

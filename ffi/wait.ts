@@ -13,6 +13,8 @@
  * @module
  */
 
+import type { UringCalls } from "./wait-uring.ts";
+
 /** `EPOLLIN` (readable). */
 export const EPOLLIN = 0x001;
 /** `EPOLLERR`. */
@@ -68,6 +70,8 @@ export interface EpollWaiter {
 export type WaiterFactory = (options: WaiterOptions) => EpollWaiter;
 
 interface Backend {
+  /** The raw calls of the io_uring link (`wait-uring.ts`), or null. */
+  bindUring(): UringCalls | null;
   /** Every waiter this runtime offers, by kind, the default first. */
   readonly WAITERS: Readonly<Record<string, WaiterFactory>>;
   /** The default waiter (it may fall back to another kind when a runtime lacks something). */
@@ -100,6 +104,11 @@ export function useWaiter(kind?: string | WaiterFactory): void {
     throw new RangeError(`unknown waiter "${kind}" (this runtime has ${waiterKinds().join(", ")})`);
   }
   chosen = factory;
+}
+
+/** The running runtime's raw calls for `wait-uring.ts` (null if libc cannot be bound). */
+export function uringCalls(): UringCalls | null {
+  return backend.bindUring();
 }
 
 /** Creates the waiter of the running runtime (or the one chosen by {@link useWaiter}). */
