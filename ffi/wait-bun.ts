@@ -1,7 +1,28 @@
 /**
- * Bun's epoll waiter: Bun has no nonblocking FFI calls, so a Worker blocks in
- * `epoll_wait` and posts to the JS thread (see `epoll-worker.ts`; its source is inlined). The Worker is ref'd
- * only while the poller wants events, so an idle process exits by itself.
+ * Bun's epoll waiters. Bun has no nonblocking FFI calls, but its event loop adopts any fd with
+ * `Bun.connect({ fd })`, so the JS thread itself can be woken by the kernel, with no helper
+ * thread:
+ *
+ * - `bun-uring` (default): a private io_uring polls the epoll fd and, when the set is ready,
+ *   sends one byte into a socketpair whose other end Bun adopted once (`wait-uring.ts`).
+ * - `bun-socket` (where io_uring is missing or forbidden): Bun adopts a duplicate of the epoll
+ *   fd itself; when the set is ready Bun's `recv` on it fails (ENOTSOCK) and Bun closes it — the
+ *   `close` handler is the wake-up — and a fresh duplicate is adopted while events are wanted.
+ * - `bun-worker` (where `Bun.connect` cannot adopt an fd; the previous default): a Worker
+ *   blocks in `epoll_wait` and posts to the JS thread (`epoll-worker.ts`, its source inlined).
+ *
+ * The adopted socket (or the Worker) is ref'd only while the poller wants events, so an idle
+ * process exits by itself; the ring never keeps it alive.
+ *
+ * Measured with `bench/waiters.ts` on the host (2026-11-23, Bun 1.4.5, 2-vCPU AMD EPYC VM,
+ * Linux 6.18, shared; 2,000 wakes × 7 interleaved rounds, medians, ratio to a C thread in
+ * `epoll_wait` in the same round): `bun-uring` 28.8 µs (2.93×), `bun-socket` 30.3 µs (2.97×),
+ * `bun-worker` 55.4 µs (5.62×), Worker + `Atomics.waitAsync` 5.03×, Worker writing a socket Bun
+ * watches 5.55×, a `cc()`-built pthread calling a `threadsafe` JSCallback 3.12× (needs a
+ * compiler at run time), and Bun's own floor — a C thread writing a socket Bun watches, no
+ * epoll and no poller — 21.4 µs (2.14×). The two paths without a helper thread wake alike;
+ * `bun-uring` is the default because a wait costs ~2.5 µs less (`bench/wakeup-cost.ts`,
+ * self-signalled wait 8.9 vs 11.3 µs: no adoption per wake). See `poller/README.md`.
  *
  * @module
  */

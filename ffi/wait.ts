@@ -1,14 +1,21 @@
 /**
- * The per-runtime "wait for epoll" backend behind one interface. The poller owns an
- * epoll set and a wake eventfd; a waiter blocks in `epoll_wait` on that set somewhere
- * other than the JS thread and hands the ready fds to the JS thread:
+ * The per-runtime "wait for epoll" backend behind one interface. The poller owns an epoll set
+ * and a wake eventfd; a waiter learns when the set is ready without blocking the JS thread and
+ * hands the ready fds to the JS thread. The kinds (measurements and reasons: `poller/README.md`,
+ * "Waiters"; `Poller.backend` says which one is active):
  *
- * - Deno: one `nonblocking: true` `epoll_wait` call (it runs on Deno's blocking pool),
- *   in flight only while the poller wants events; cancelled by a write to the eventfd.
- * - Bun: a Worker blocking in `epoll_wait` that posts to the JS thread and waits until
- *   the JS thread has taken the fds; the Worker is unref'd while nothing is awaited.
+ * - `bun-uring` (Bun's default): a private io_uring polls the epoll fd and sends one byte into a
+ *   socketpair whose other end Bun's event loop watches (`wait-uring.ts`); no helper thread.
+ * - `bun-socket` (Bun's fallback where io_uring is unavailable): Bun's event loop watches a
+ *   duplicate of the epoll fd itself, adopted with `Bun.connect({ fd })`.
+ * - `bun-worker` (the last fallback): a Worker blocked in `epoll_wait` posts to the JS thread.
+ * - `deno-nonblocking` (Deno's default): one `nonblocking: true` `epoll_wait` call (Deno's
+ *   blocking pool), in flight only while the poller wants events; cancelled through the eventfd.
+ * - `deno-uring`: the io_uring path, the socket read through `node:net`.
  *
- * Selected by runtime with a top-level dynamic import, like `native.ts`.
+ * Whatever the kind, nothing keeps the process alive while no event is wanted, and `close`
+ * releases every fd the waiter opened. Selected by runtime with a top-level dynamic import, like
+ * `native.ts`; {@link useWaiter} picks another kind for pollers created afterwards.
  *
  * @module
  */
