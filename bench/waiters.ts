@@ -489,17 +489,17 @@ const only = new RegExp((isBun ? process.argv.slice(2) : Deno.args)[2] ?? "");
 const candidates: Candidate[] = (isBun
   ? [
     viaPoller(
-      "bun-socket",
-      "no helper thread: Bun.connect({ fd }) adopts a dup of the epoll fd, again after each wake",
-      () => Promise.resolve("bun-socket"),
-    ),
-    viaPoller(
-      "bun-uring",
+      "bun-uring (default)",
       "no helper thread: io_uring polls the epoll fd, sends a byte to a socket Bun.connect adopted",
       () => Promise.resolve("bun-uring"),
     ),
     viaPoller(
-      "bun-worker (previous default)",
+      "bun-socket (first fallback)",
+      "no helper thread: Bun.connect({ fd }) adopts a dup of the epoll fd, again after each wake",
+      () => Promise.resolve("bun-socket"),
+    ),
+    viaPoller(
+      "bun-worker (previous default, last fallback)",
       "Worker in epoll_wait, postMessage",
       () => Promise.resolve("bun-worker"),
     ),
@@ -531,7 +531,7 @@ const candidates: Candidate[] = (isBun
       () => Promise.resolve("deno-uring"),
     ),
     viaPoller(
-      "deno-nonblocking (previous default)",
+      "deno-nonblocking (default, as before)",
       "one nonblocking epoll_wait in flight (Deno's blocking pool)",
       () => Promise.resolve("deno-nonblocking"),
     ),
