@@ -50,16 +50,19 @@ const rounds = numberArg(1, 5);
 const MIN = 200, MAX = 600;
 const EFD_NONBLOCK = 0x800;
 const AF_UNIX = 1, SOCK_STREAM = 1, SOCK_NONBLOCK = 0x800, SOCK_CLOEXEC = 0x80000;
+const O_NONBLOCK = 0x800, O_CLOEXEC = 0x80000;
 
 const lib = await openWakeupLib();
 const n = native();
 
 interface Sock {
+  pipe2(fds: NativePointer, flags: number): number;
   socketpair(domain: number, type: number, protocol: number, sv: NativePointer): number;
   socket(domain: number, type: number, protocol: number): number;
   connect(fd: number, addr: NativePointer, len: number): number;
 }
 const sock = await openLib<Sock>("libc.so.6", {
+  pipe2: { args: ["pointer", "i32"], result: "i32" },
   socketpair: { args: ["i32", "i32", "i32", "pointer"], result: "i32" },
   socket: { args: ["i32", "i32", "i32"], result: "i32" },
   connect: { args: ["i32", "pointer", "u32"], result: "i32" },
@@ -417,11 +420,39 @@ function workerFactory(mode: WorkerMode): () => Promise<WaiterFactory> {
 }
 
 /** A floor row: the C writer writes straight into a socket the runtime's event loop watches. */
-function floor(name: string, how: string, kind: "adopt" | "unixconn"): Candidate {
+function floor(name: string, how: string, kind: "adopt" | "unixconn" | "bunfile"): Candidate {
   return {
     name,
     how,
     async setup(): Promise<Runner> {
+      if (kind === "bunfile") {
+        // a pipe whose read end Bun's own I/O reads: Bun.file(fd).stream()
+        const fds = new NativeBlock(8, 8);
+        if (sock.pipe2(fds.ptr, O_NONBLOCK | O_CLOEXEC) !== 0) throw new Error("pipe2 failed");
+        const [r, w] = [fds.view.getInt32(0, true), fds.view.getInt32(4, true)];
+        fds.free();
+        const bun = (globalThis as unknown as {
+          Bun: { file(fd: number): { stream(): ReadableStream<Uint8Array> } };
+        }).Bun;
+        const reader = bun.file(r).stream().getReader();
+        return {
+          async run() {
+            lib.wk_start(w, iters, MIN, MAX);
+            for (let i = 0; i < iters;) {
+              const { value } = await reader.read();
+              // one chunk per write (the writer waits for each stamp), unless a read raced ahead
+              for (let k = 0; k < Math.max(1, Math.floor((value?.length ?? 8) / 8)); k++) {
+                if (i < iters) lib.wk_woken(i++);
+              }
+            }
+            lib.wk_join();
+          },
+          close() {
+            reader.cancel().catch(() => {});
+            n.libc.close(w);
+          },
+        };
+      }
       if (kind === "unixconn") {
         const dir = Deno.makeTempDirSync();
         const path = `${dir}/s`;
@@ -522,6 +553,11 @@ const candidates: Candidate[] = (isBun
       "floor: C writes a socket Bun.connect watches",
       "no epoll, no helper, no poller",
       "adopt",
+    ),
+    floor(
+      "floor: C writes a pipe, Bun.file(fd).stream()",
+      "no epoll, no helper, no poller",
+      "bunfile",
     ),
   ]
   : [
