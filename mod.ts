@@ -17,6 +17,7 @@ export { configureNative, type LibraryPaths, type RuntimeInfo, runtimeInfo } fro
 export type { FnPointerPath } from "./types/native.ts";
 export type { NativePointer, Pointer } from "./types/ctypes.ts";
 export * from "./types/errors.ts";
+export type { Bytes } from "./types/bytes.ts";
 export { Errno, errnoName } from "./types/errno.ts";
 export * from "./types/enums.ts";
 export * from "./poller/mod.ts";

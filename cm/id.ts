@@ -46,6 +46,7 @@ import type { CmEvent } from "./event.ts";
 import { failure, IdEvents } from "./id-events.ts";
 import { joinMulticast, leaveMulticast, setIdOption } from "./id-options.ts";
 import { OptionId } from "../types/enums.ts";
+import { asBytes, type Bytes } from "../types/bytes.ts";
 
 /** How to create a QP on a CM id: the verbs {@link QpInit}; the type defaults from the port space. */
 export type CmQpInit = Omit<QpInit, "type"> & { readonly type?: QpInit["type"] };
@@ -412,14 +413,15 @@ export class CmId extends NativeResource implements AsyncDisposable {
    * Refuses an incoming connection request (`rdma_reject`) with optional private data (limit
    * checked before the call), then closes this id.
    */
-  reject(privateData?: Uint8Array): void {
+  reject(privateData?: Bytes): void {
     this.assertOpen();
     checkPrivateData("reject", privateData, this.privateDataContext());
-    const pd = privateData && privateData.length > 0 ? NativeBlock.from(privateData) : null;
+    const bytes = privateData ? asBytes(privateData, "privateData") : undefined;
+    const pd = bytes && bytes.length > 0 ? NativeBlock.from(bytes) : null;
     try {
       checkCall(
         "rdma_reject",
-        native().rdmacm.rdma_reject(this.ptr, pd?.ptr ?? null, pd ? privateData!.length : 0),
+        native().rdmacm.rdma_reject(this.ptr, pd?.ptr ?? null, pd ? bytes!.length : 0),
       );
     } finally {
       pd?.free();

@@ -7,6 +7,7 @@
 import { native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { AccessFlags, type MwType } from "../types/enums.ts";
+import { asBytes, type Bytes } from "../types/bytes.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { checkResource, NativeResource } from "../ffi/resource.ts";
@@ -56,11 +57,9 @@ export class ProtectionDomain extends NativeResource {
    * transferable (detachable) buffer; its bytes are read and written by the device
    * at any time while work requests use them.
    */
-  registerMemory(array: Uint8Array, options: RegisterOptions = {}): MemoryRegion {
+  registerMemory(data: Bytes, options: RegisterOptions = {}): MemoryRegion {
     this.assertOpen();
-    if (!(array instanceof Uint8Array)) {
-      throw new InvalidArgumentError("registerMemory takes a Uint8Array");
-    }
+    const array = asBytes(data, "registerMemory");
     if (array.byteLength === 0) throw new InvalidArgumentError("cannot register 0 bytes");
     const buf = array.buffer as ArrayBuffer & { resizable?: boolean; growable?: boolean };
     if (buf.resizable || buf.growable) {
