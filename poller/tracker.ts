@@ -150,6 +150,21 @@ export class WorkRequestTracker {
     return true;
   }
 
+  /**
+   * Rejects the pending promises tracked for QP `qpNum` with `reason` (their QP closed: no
+   * completion will come for them). Returns how many.
+   */
+  rejectQp(qpNum: number, reason: Error): number {
+    let n = 0;
+    for (const [wrId, e] of [...this.#entries]) {
+      if (e.qpNum !== qpNum) continue;
+      this.#forget(wrId);
+      e.list.rejectAll(reason);
+      n++;
+    }
+    return n;
+  }
+
   /** Rejects every pending promise with `reason` (default ClosedError); later `track` fails too. Idempotent. */
   close(reason?: Error): void {
     if (this.#closed) return;

@@ -58,6 +58,7 @@ let targetsOf: (cq: CompletionQueue) => Map<number, CompletionTarget>;
 let eventNoted: (cq: CompletionQueue, batch: number) => void;
 let pumpOf: (cq: CompletionQueue) => CompletionPump;
 let nextTag: (cq: CompletionQueue) => bigint;
+let trackerOf: (cq: CompletionQueue) => CompletionPump | null;
 
 type PollSpec = typeof IBVERBS_OPS.poll_cq;
 type NotifySpec = typeof IBVERBS_OPS.req_notify_cq;
@@ -98,6 +99,7 @@ export class CompletionQueue extends NativeResource {
         onUntracked: (wc) => cq.#route(wc as WorkCompletion),
       });
     nextTag = (cq) => TRACKED_WR_ID_BASE + cq.#tags++;
+    trackerOf = (cq) => cq.#pump;
   }
 
   /** Creates a CQ; prefer `context.createCq()`. */
@@ -295,6 +297,14 @@ export function attachTarget(cq: CompletionQueue, target: CompletionTarget): voi
 export function detachTarget(cq: CompletionQueue, target: CompletionTarget): void {
   const targets = targetsOf(cq);
   if (targets.get(target.qpNum) === target) targets.delete(target.qpNum);
+}
+
+/**
+ * Rejects the tracked work requests of QP `qpNum` with ClosedError: the QP closed, so no
+ * completion will come for them (module-private: QPs call it when they close).
+ */
+export function settleClosedQp(cq: CompletionQueue, qpNum: number): void {
+  trackerOf(cq)?.tracker.rejectQp(qpNum, new ClosedError("QueuePair"));
 }
 
 /** Counts one CQ event; acks in batches of `batch` (module-private: the channel calls it). */
