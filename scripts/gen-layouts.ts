@@ -155,6 +155,40 @@ const STRUCTS: readonly (readonly [string, string])[] = [
   ["struct ibv_mw", "context pd rkey handle type"],
   ["struct ibv_mw_bind", "wr_id send_flags bind_info:ibv_mw_bind_info"],
   ["struct ibv_ah", "context pd handle"],
+  // extended verbs: QPs and CQs with function-pointer post/poll, XRC, the open/init attributes
+  [
+    "struct ibv_qp_ex",
+    `qp_base comp_mask wr_id wr_flags wr_atomic_cmp_swp wr_atomic_fetch_add wr_bind_mw
+    wr_local_inv wr_rdma_read wr_rdma_write wr_rdma_write_imm wr_send wr_send_imm wr_send_inv
+    wr_send_tso wr_set_ud_addr wr_set_xrc_srqn wr_set_inline_data wr_set_inline_data_list
+    wr_set_sge wr_set_sge_list wr_start wr_complete wr_abort wr_atomic_write`,
+  ],
+  [
+    "struct ibv_cq_ex",
+    `context channel cq_context handle cqe comp_mask status wr_id start_poll next_poll
+    end_poll read_opcode read_vendor_err read_byte_len read_imm_data read_qp_num read_src_qp
+    read_wc_flags read_slid read_sl read_dlid_path_bits read_completion_ts read_cvlan
+    read_flow_tag read_tm_info read_completion_wallclock_ns`,
+  ],
+  ["struct ibv_poll_cq_attr", "comp_mask"],
+  [
+    "struct ibv_cq_init_attr_ex",
+    "cqe cq_context channel comp_vector wc_flags comp_mask flags parent_domain",
+  ],
+  [
+    "struct ibv_qp_init_attr_ex",
+    `qp_context send_cq recv_cq srq cap:ibv_qp_cap qp_type sq_sig_all comp_mask pd xrcd
+    create_flags max_tso_header rwq_ind_tbl rx_hash_conf source_qpn send_ops_flags`,
+  ],
+  ["struct ibv_xrcd_init_attr", "comp_mask fd oflags"],
+  ["struct ibv_xrcd", "context"],
+  ["struct ibv_tm_cap", "max_num_tags max_ops"],
+  [
+    "struct ibv_srq_init_attr_ex",
+    "srq_context attr:ibv_srq_attr comp_mask srq_type pd xrcd cq tm_cap:ibv_tm_cap",
+  ],
+  ["struct ibv_qp_open_attr", "comp_mask qp_num xrcd qp_context qp_type"],
+  ["struct ibv_data_buf", "addr length"],
   // libc
   ["struct sockaddr", "sa_family sa_data"],
   ["struct in_addr", "s_addr"],

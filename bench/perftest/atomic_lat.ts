@@ -1,0 +1,15 @@
+/**
+ * atomic_lat — perftest's `ib_atomic_lat` over @rdma/verbs, in Deno and Bun. Same flags, same exchange
+ * on the wire (either side can be the C tool), same result table; see README.md.
+ *
+ * ```sh
+ * deno run --allow-ffi --allow-net bench/perftest/atomic_lat.ts -d rxe0 -x 1           # server
+ * bun bench/perftest/atomic_lat.ts -d rxe0 -x 1 10.0.2.15                              # client
+ * ```
+ *
+ * @module
+ */
+
+import { perftest } from "./_core/main.ts";
+
+if (import.meta.main) await perftest({ name: "atomic_lat", verb: "atomic", test: "lat" });

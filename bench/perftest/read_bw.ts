@@ -1,0 +1,15 @@
+/**
+ * read_bw — perftest's `ib_read_bw` over @rdma/verbs, in Deno and Bun. Same flags, same exchange
+ * on the wire (either side can be the C tool), same result table; see README.md.
+ *
+ * ```sh
+ * deno run --allow-ffi --allow-net bench/perftest/read_bw.ts -d rxe0 -x 1           # server
+ * bun bench/perftest/read_bw.ts -d rxe0 -x 1 10.0.2.15                              # client
+ * ```
+ *
+ * @module
+ */
+
+import { perftest } from "./_core/main.ts";
+
+if (import.meta.main) await perftest({ name: "read_bw", verb: "read", test: "bw" });
