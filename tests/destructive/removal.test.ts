@@ -1,5 +1,8 @@
 // runs on iWARP
 /**
+ * In its own folder, run by `scripts/test` in a guest of its own: it takes the device away, so
+ * nothing may run after it on the same boot.
+ *
  * The device removed while in use (`rdma link delete`, soft devices in the test VM only): the
  * removal surfaces as DEVICE_FATAL on the device's async events and as DEVICE_REMOVAL on rdma_cm
  * ids (a typed CmEventError for the waiting operation), and closing everything afterwards
@@ -18,6 +21,7 @@ import {
   EventType,
   listDevices,
   openDevice,
+  PortState,
   QpType,
 } from "../../mod.ts";
 
@@ -40,7 +44,7 @@ async function readd(env: DeviceEnv): Promise<void> {
     if (names.includes(env.device)) {
       try {
         using ctx = openDevice(env.device);
-        if (ctx.queryPort(env.port).stateName === "IBV_PORT_ACTIVE") return;
+        if (ctx.queryPort(env.port).state === PortState.ACTIVE) return;
       } catch {
         // not ready yet
       }
@@ -104,10 +108,12 @@ deviceTest(
         } ms`,
       );
     } finally {
-      del.kill();
       listener.close();
       cm.close();
       ctx.close();
+      // the kernel finishes the removal once every context is closed: wait for it, then add
+      // the device back (a device that is still going away must not count as back)
+      await Promise.race([deleted, new Promise((r) => setTimeout(r, 60_000))]);
       await readd(env);
     }
   },
