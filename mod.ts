@@ -6,6 +6,8 @@
  * for (const d of listDevices()) console.log(d.name, d.guid);
  * ```
  *
+ * The guide, from what RDMA is to troubleshooting: [docs/README.md](./docs/README.md).
+ *
  * Layers: `verbs` (devices, PDs, MRs, CQs, QPs, …), `cm` (the rdma_cm connection manager),
  * `poller` (completions and events on the event loop), over one type layer and one FFI loader
  * per runtime. This module only re-exports.

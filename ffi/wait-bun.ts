@@ -11,6 +11,9 @@ import { native } from "./native.ts";
 import { LIBRARIES } from "./library.ts";
 import { EPOLL_WORKER_SOURCE } from "./epoll-worker.ts";
 import { NativeBlock } from "./memory.ts";
+import { EpollLink, type UringCalls } from "./wait-uring.ts";
+import type { NativePointer } from "../types/ctypes.ts";
+import { dlopen, FFIType } from "bun:ffi";
 
 const STATE = 0;
 const COUNT = 1;
@@ -31,7 +34,8 @@ function workerUrl(): string {
   );
 }
 
-class BunWaiter implements EpollWaiter {
+/** The Worker path: a Worker blocked in `epoll_wait` posts to the JS thread. */
+class BunWorkerWaiter implements EpollWaiter {
   readonly kind = "bun-worker";
   #o: WaiterOptions;
   #worker: BunWorker;
@@ -100,7 +104,303 @@ class BunWaiter implements EpollWaiter {
   }
 }
 
-/** Creates Bun's waiter. */
+/** A socket adopted by `Bun.connect({ fd })` (the part of Bun's `Socket` used here). */
+interface AdoptedSocket {
+  ref(): void;
+  unref(): void;
+  terminate(): void;
+}
+
+/** The handlers `Bun.connect` calls (`open` runs inside the call for an adopted fd). */
+interface AdoptHandlers {
+  open(socket: AdoptedSocket): void;
+  data(socket: AdoptedSocket, data: unknown): void;
+  drain(socket: AdoptedSocket): void;
+  close(socket: AdoptedSocket, error?: unknown): void;
+  error(socket: AdoptedSocket, error: unknown): void;
+  end(socket: AdoptedSocket): void;
+}
+
+interface BunConnect {
+  connect(options: { fd: number; socket: AdoptHandlers }): Promise<AdoptedSocket>;
+}
+
+const F_DUPFD_CLOEXEC = 1030;
+
+/** `Bun` with `connect`, when this Bun has it. */
+function bunConnect(): BunConnect | undefined {
+  const bun = (globalThis as unknown as { Bun?: Partial<BunConnect> }).Bun;
+  return typeof bun?.connect === "function" ? bun as BunConnect : undefined;
+}
+
+/**
+ * The socket path: no helper thread. Bun's own event loop watches a duplicate of the epoll fd,
+ * adopted with `Bun.connect({ fd })` (Bun adopts any fd; an epoll fd is readable while its
+ * ready list is not empty). When the set becomes ready, Bun's `recv` on it fails (ENOTSOCK)
+ * and Bun closes the duplicate; its `close` handler is the wake-up: the JS thread takes the
+ * ready fds with `epoll_wait(…, 0)` and adopts a fresh duplicate while events are still
+ * wanted. The adopted socket is ref'd only while events are wanted. If this Bun cannot adopt
+ * the fd, the waiter falls back to the Worker path (its `kind` says which path is active).
+ */
+class BunSocketWaiter implements EpollWaiter {
+  #o: WaiterOptions;
+  #bun: BunConnect;
+  #events: NativeBlock;
+  #fds: Int32Array;
+  #socket: AdoptedSocket | null = null;
+  #adopting = false;
+  #wanted = false;
+  #closed = false;
+  #fallback: EpollWaiter | null = null;
+  #handlers: AdoptHandlers;
+
+  constructor(o: WaiterOptions, bun: BunConnect) {
+    this.#o = o;
+    this.#bun = bun;
+    this.#events = new NativeBlock(o.maxEvents * o.eventSize, 16);
+    this.#fds = new Int32Array(o.maxEvents);
+    const ready = (socket: AdoptedSocket) => this.#ready(socket);
+    this.#handlers = {
+      open: (socket) => {
+        if (this.#adopting) this.#socket = socket;
+      },
+      data() {},
+      drain() {},
+      close: ready,
+      error: ready,
+      end: ready,
+    };
+  }
+
+  get kind(): string {
+    return this.#fallback?.kind ?? "bun-socket";
+  }
+
+  want(on: boolean): void {
+    if (this.#closed) return;
+    if (this.#fallback) return this.#fallback.want(on);
+    this.#wanted = on;
+    const s = this.#socket;
+    if (s) {
+      if (on) s.ref();
+      else s.unref();
+    } else if (on && !this.#adopting) this.#adopt();
+  }
+
+  close(release: () => void): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#wanted = false;
+    this.#events.free();
+    if (this.#fallback) return this.#fallback.close(release);
+    const s = this.#socket;
+    this.#socket = null;
+    s?.terminate(); // closes the duplicate now
+    release();
+  }
+
+  #adopt(): void {
+    const libc = native().libc;
+    const fd = libc.fcntl(this.#o.epfd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return this.#fail();
+    this.#adopting = true;
+    let pending: Promise<AdoptedSocket>;
+    try {
+      pending = this.#bun.connect({ fd, socket: this.#handlers });
+    } catch {
+      this.#adopting = false;
+      libc.close(fd);
+      return this.#fail();
+    }
+    if (this.#socket) this.#adopting = false;
+    pending.then((socket) => {
+      // a Bun that opens adopted sockets later than inside connect()
+      if (!this.#adopting) return;
+      this.#adopting = false;
+      if (this.#closed || this.#fallback) return socket.terminate();
+      this.#socket = socket;
+      if (!this.#wanted) socket.unref();
+    }, () => {
+      this.#adopting = false;
+      this.#fail();
+    });
+  }
+
+  /** The adopted duplicate became readable (and Bun closed it), or Bun gave up on it. */
+  #ready(socket: AdoptedSocket): void {
+    if (socket !== this.#socket) return;
+    this.#socket = null;
+    socket.terminate(); // already closed by Bun when its recv failed: a no-op then
+    if (this.#closed) return;
+    const { epfd, maxEvents, eventSize, dataOffset, onEvents } = this.#o;
+    const libc = native().libc;
+    const view = this.#events.view;
+    const fds = this.#fds;
+    for (;;) {
+      const n = libc.epoll_wait(epfd, this.#events.ptr, maxEvents, 0);
+      for (let i = 0; i < n; i++) fds[i] = view.getInt32(i * eventSize + dataOffset, true);
+      if (n > 0) onEvents(fds, n);
+      if (n < maxEvents || this.#closed) break;
+    }
+    if (this.#wanted && !this.#closed && !this.#socket && !this.#adopting) this.#adopt();
+  }
+
+  /** This Bun cannot adopt the fd: wait through a Worker from now on. */
+  #fail(): void {
+    if (this.#fallback || this.#closed) return;
+    const s = this.#socket;
+    this.#socket = null;
+    s?.terminate();
+    this.#fallback = new BunWorkerWaiter(this.#o);
+    if (this.#wanted) this.#fallback.want(true);
+  }
+}
+
+let uringCalls: UringCalls | null | undefined;
+
+/** The raw calls of the io_uring link, bound once (null if libc cannot be opened). */
+function bindUring(): UringCalls | null {
+  if (uringCalls !== undefined) return uringCalls;
+  const { i64, i32, u64, ptr } = FFIType;
+  for (const path of LIBRARIES.libc.sonames) {
+    try {
+      const lib = dlopen(path, {
+        syscall: { args: [i64, i64, i64, i64, i64, i64, i64], returns: i64 },
+        mmap: { args: [ptr, u64, i32, i32, i32, i64], returns: i64 },
+        munmap: { args: [ptr, u64], returns: i32 },
+        socketpair: { args: [i32, i32, i32, ptr], returns: i32 },
+      }).symbols;
+      const PROT_RW = 3, MAP_SHARED_POPULATE = 0x01 | 0x8000;
+      const AF_UNIX = 1, SOCK_STREAM_NONBLOCK_CLOEXEC = 1 | 0x800 | 0x80000;
+      return uringCalls = {
+        syscall: (nr, a, b, c, d, e, f) => Number(lib.syscall(nr, a, b, c, d, e, f)),
+        mmap(length, fd, offset) {
+          const at = Number(lib.mmap(null, length, PROT_RW, MAP_SHARED_POPULATE, fd, offset));
+          return at <= 0 ? null : at as unknown as NativePointer; // MAP_FAILED is -1
+        },
+        munmap: (p, length) => lib.munmap(p as never, length),
+        socketpair: (sv) => lib.socketpair(AF_UNIX, SOCK_STREAM_NONBLOCK_CLOEXEC, 0, sv as never),
+      };
+    } catch {
+      // try the next soname
+    }
+  }
+  return uringCalls = null;
+}
+
+/**
+ * The io_uring path (see `wait-uring.ts`): a private io_uring polls the epoll fd and sends one
+ * byte into a socketpair whose other end Bun adopted once with `Bun.connect({ fd })`; no helper
+ * thread and no adoption per wake. The socket is ref'd only while events are wanted. Falls back
+ * to the Worker path if the link fails.
+ */
+class BunUringWaiter implements EpollWaiter {
+  #o: WaiterOptions;
+  #link: EpollLink;
+  #socket: AdoptedSocket | null = null;
+  #events: NativeBlock;
+  #fds: Int32Array;
+  #wanted = false;
+  #closed = false;
+  #fallback: EpollWaiter | null = null;
+
+  constructor(o: WaiterOptions, link: EpollLink, bun: BunConnect) {
+    this.#o = o;
+    this.#link = link;
+    this.#events = new NativeBlock(o.maxEvents * o.eventSize, 16);
+    this.#fds = new Int32Array(o.maxEvents);
+    const fail = () => this.#fail();
+    bun.connect({
+      fd: link.readFd,
+      socket: {
+        open: (socket) => {
+          this.#socket = socket;
+          socket.unref();
+        },
+        data: () => this.#ready(),
+        drain() {},
+        close: fail,
+        error: fail,
+        end: fail,
+      },
+    }).catch(fail);
+  }
+
+  get kind(): string {
+    return this.#fallback?.kind ?? "bun-uring";
+  }
+
+  want(on: boolean): void {
+    if (this.#closed) return;
+    if (this.#fallback) return this.#fallback.want(on);
+    this.#wanted = on;
+    if (on) {
+      this.#socket?.ref();
+      if (!this.#link.arm()) this.#fail();
+    } else this.#socket?.unref();
+  }
+
+  close(release: () => void): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#wanted = false;
+    this.#events.free();
+    if (this.#fallback) return this.#fallback.close(release);
+    this.#teardown();
+    release();
+  }
+
+  #ready(): void {
+    if (this.#closed || this.#fallback) return;
+    if (!this.#link.reap()) return this.#fail();
+    const { epfd, maxEvents, eventSize, dataOffset, onEvents } = this.#o;
+    const libc = native().libc;
+    const view = this.#events.view;
+    const fds = this.#fds;
+    for (;;) {
+      const n = libc.epoll_wait(epfd, this.#events.ptr, maxEvents, 0);
+      for (let i = 0; i < n; i++) fds[i] = view.getInt32(i * eventSize + dataOffset, true);
+      if (n > 0) onEvents(fds, n);
+      if (n < maxEvents || this.#closed) break;
+    }
+    if (this.#wanted && !this.#closed && !this.#fallback && !this.#link.arm()) this.#fail();
+  }
+
+  #teardown(): void {
+    const s = this.#socket;
+    this.#socket = null;
+    if (s) s.terminate(); // closes the read end
+    else native().libc.close(this.#link.readFd);
+    this.#link.close();
+  }
+
+  #fail(): void {
+    if (this.#fallback || this.#closed) return;
+    const fallback = this.#fallback = new BunWorkerWaiter(this.#o);
+    this.#teardown();
+    if (this.#wanted) fallback.want(true);
+  }
+}
+
+/** The io_uring waiter, or the Worker one where io_uring or `Bun.connect` is missing. */
+function uringOrWorker(o: WaiterOptions): EpollWaiter {
+  const bun = bunConnect();
+  const calls = bindUring();
+  const link = bun && calls ? EpollLink.open(calls, o.epfd) : null;
+  return link && bun ? new BunUringWaiter(o, link, bun) : new BunWorkerWaiter(o);
+}
+
+/** Bun's waiters by kind, the default first. */
+export const WAITERS: Readonly<Record<string, (options: WaiterOptions) => EpollWaiter>> = {
+  "bun-socket": (o) => {
+    const bun = bunConnect();
+    return bun ? new BunSocketWaiter(o, bun) : new BunWorkerWaiter(o);
+  },
+  "bun-uring": uringOrWorker,
+  "bun-worker": (o) => new BunWorkerWaiter(o),
+};
+
+/** Creates Bun's default waiter: the socket path, or the Worker path where Bun lacks it. */
 export function createWaiter(options: WaiterOptions): EpollWaiter {
-  return new BunWaiter(options);
+  return WAITERS["bun-socket"](options);
 }

@@ -12,6 +12,8 @@ import { LIBC } from "../types/symbols/libc.ts";
 import { LIBRARIES } from "./library.ts";
 import { NativeBlock } from "./memory.ts";
 import { RdmaError } from "../types/errors.ts";
+import type { NativePointer } from "../types/ctypes.ts";
+import { EpollLink, type UringCalls } from "./wait-uring.ts";
 
 type WaitFn = (
   epfd: number,
@@ -115,7 +117,200 @@ class DenoWaiter implements EpollWaiter {
   }
 }
 
-/** Creates Deno's waiter. */
+let uringCalls: UringCalls | null | undefined;
+
+/** The raw calls of the io_uring link, bound once (null if libc cannot be opened). */
+function bindUring(): UringCalls | null {
+  if (uringCalls !== undefined) return uringCalls;
+  for (const path of LIBRARIES.libc.sonames) {
+    try {
+      const lib = Deno.dlopen(
+        path,
+        {
+          syscall: { parameters: ["i64", "i64", "i64", "i64", "i64", "i64", "i64"], result: "i64" },
+          mmap: { parameters: ["pointer", "usize", "i32", "i32", "i32", "i64"], result: "pointer" },
+          munmap: { parameters: ["pointer", "usize"], result: "i32" },
+          socketpair: { parameters: ["i32", "i32", "i32", "pointer"], result: "i32" },
+        } as const,
+      ).symbols;
+      const PROT_RW = 3, MAP_SHARED_POPULATE = 0x01 | 0x8000;
+      const AF_UNIX = 1, SOCK_STREAM_NONBLOCK_CLOEXEC = 1 | 0x800 | 0x80000;
+      return uringCalls = {
+        syscall: (nr, a, b, c, d, e, f) =>
+          Number(
+            lib.syscall(
+              BigInt(nr),
+              BigInt(a),
+              BigInt(b),
+              BigInt(c),
+              BigInt(d),
+              BigInt(e),
+              BigInt(f),
+            ),
+          ),
+        mmap(length, fd, offset) {
+          const p = lib.mmap(
+            null,
+            BigInt(length),
+            PROT_RW,
+            MAP_SHARED_POPULATE,
+            fd,
+            BigInt(offset),
+          );
+          return p === null || Deno.UnsafePointer.value(p) === 0xffffffffffffffffn
+            ? null
+            : p as unknown as NativePointer;
+        },
+        munmap: (p, length) => lib.munmap(p as unknown as Deno.PointerValue, BigInt(length)),
+        socketpair: (sv) =>
+          lib.socketpair(
+            AF_UNIX,
+            SOCK_STREAM_NONBLOCK_CLOEXEC,
+            0,
+            sv as unknown as Deno.PointerValue,
+          ),
+      };
+    } catch {
+      // try the next soname
+    }
+  }
+  return uringCalls = null;
+}
+
+/** The part of a `node:net` Socket used here. */
+interface NetSocket {
+  on(event: "data" | "error" | "close", listener: () => void): unknown;
+  ref(): unknown;
+  unref(): unknown;
+  destroy(): unknown;
+}
+type NetSocketClass = new (
+  options: { fd: number; readable: boolean; writable: boolean },
+) => NetSocket;
+
+let netSocket: NetSocketClass | null | undefined;
+
+/** `node:net`'s Socket, loaded on first use (it costs tens of ms to load; null if missing). */
+function socketClass(): NetSocketClass | null {
+  if (netSocket !== undefined) return netSocket;
+  try {
+    const p = (globalThis as {
+      process?: { getBuiltinModule?(id: string): { Socket?: NetSocketClass } | undefined };
+    }).process;
+    return netSocket = p?.getBuiltinModule?.("node:net")?.Socket ?? null;
+  } catch {
+    return netSocket = null;
+  }
+}
+
+/**
+ * The io_uring path: no helper thread. A private io_uring polls the epoll fd and, when the set
+ * is ready, sends one byte into a socketpair whose other end Deno's own event loop watches
+ * (through `node:net`, which adopts socket fds; it refuses an epoll fd or an eventfd). The
+ * kernel does the send in the JS thread's own context and wakes it from its event loop's
+ * `epoll_wait`; the JS thread then takes the ready fds with `epoll_wait(…, 0)` and re-arms the
+ * poll while events are wanted. The socket is ref'd only while events are wanted, so an idle
+ * process exits; the ring itself never keeps the process alive. If anything fails (no io_uring,
+ * a refused submission), the waiter falls back to the nonblocking path and `kind` says so.
+ */
+class DenoUringWaiter implements EpollWaiter {
+  #o: WaiterOptions;
+  #link: EpollLink;
+  #socket: NetSocket;
+  #events: NativeBlock;
+  #fds: Int32Array;
+  #wanted = false;
+  #closed = false;
+  #fallback: EpollWaiter | null = null;
+
+  constructor(o: WaiterOptions, link: EpollLink, Socket: NetSocketClass) {
+    this.#o = o;
+    this.#link = link;
+    this.#events = new NativeBlock(o.maxEvents * o.eventSize, 16);
+    this.#fds = new Int32Array(o.maxEvents);
+    this.#socket = new Socket({ fd: link.readFd, readable: true, writable: false });
+    this.#socket.on("data", () => this.#ready());
+    this.#socket.on("error", () => this.#fail());
+    this.#socket.unref();
+  }
+
+  get kind(): string {
+    return this.#fallback?.kind ?? "deno-uring";
+  }
+
+  want(on: boolean): void {
+    if (this.#closed) return;
+    if (this.#fallback) return this.#fallback.want(on);
+    this.#wanted = on;
+    if (on) {
+      this.#socket.ref();
+      if (!this.#link.arm()) this.#fail();
+    } else this.#socket.unref();
+  }
+
+  close(release: () => void): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#wanted = false;
+    this.#events.free();
+    if (this.#fallback) return this.#fallback.close(release);
+    this.#teardown();
+    release();
+  }
+
+  /** A byte arrived: the set was ready when the poll completed. */
+  #ready(): void {
+    if (this.#closed || this.#fallback) return;
+    if (!this.#link.reap()) return this.#fail();
+    const { epfd, maxEvents, eventSize, dataOffset, onEvents } = this.#o;
+    const libc = native().libc;
+    const view = this.#events.view;
+    const fds = this.#fds;
+    for (;;) {
+      const n = libc.epoll_wait(epfd, this.#events.ptr, maxEvents, 0);
+      for (let i = 0; i < n; i++) fds[i] = view.getInt32(i * eventSize + dataOffset, true);
+      if (n > 0) onEvents(fds, n);
+      if (n < maxEvents || this.#closed) break;
+    }
+    if (this.#wanted && !this.#closed && !this.#fallback && !this.#link.arm()) this.#fail();
+  }
+
+  #teardown(): void {
+    this.#socket.destroy(); // closes the read end
+    this.#link.close();
+  }
+
+  /** The link failed: wait through the nonblocking path from now on. */
+  #fail(): void {
+    if (this.#fallback || this.#closed) return;
+    const fallback = this.#fallback = new DenoWaiter(this.#o);
+    this.#teardown();
+    if (this.#wanted) fallback.want(true);
+  }
+}
+
+/** The io_uring waiter, or the nonblocking one where io_uring or `node:net` is missing. */
+function uringOrNonblocking(o: WaiterOptions): EpollWaiter {
+  const calls = bindUring();
+  const Socket = socketClass();
+  const link = calls && Socket ? EpollLink.open(calls, o.epfd) : null;
+  if (!link || !Socket) return new DenoWaiter(o);
+  try {
+    return new DenoUringWaiter(o, link, Socket);
+  } catch {
+    link.close();
+    native().libc.close(link.readFd);
+    return new DenoWaiter(o);
+  }
+}
+
+/** Deno's waiters by kind, the default first. */
+export const WAITERS: Readonly<Record<string, (options: WaiterOptions) => EpollWaiter>> = {
+  "deno-uring": uringOrNonblocking,
+  "deno-nonblocking": (o) => new DenoWaiter(o),
+};
+
+/** Creates Deno's default waiter. */
 export function createWaiter(options: WaiterOptions): EpollWaiter {
-  return new DenoWaiter(options);
+  return uringOrNonblocking(options);
 }

@@ -53,7 +53,7 @@ export interface WaiterOptions {
 
 /** One runtime's way of waiting on the epoll set without blocking the JS thread. */
 export interface EpollWaiter {
-  /** `"deno-nonblocking"` or `"bun-worker"`. */
+  /** The path in use, e.g. `"deno-nonblocking"`, `"bun-socket"` or `"bun-worker"`. */
   readonly kind: string;
   /**
    * Whether events are wanted now. While wanted, a wait is in flight and keeps the process
@@ -64,11 +64,45 @@ export interface EpollWaiter {
   close(release: () => void): void;
 }
 
-const backend: { createWaiter(options: WaiterOptions): EpollWaiter } = "Bun" in globalThis
+/** Makes a waiter for one poller. */
+export type WaiterFactory = (options: WaiterOptions) => EpollWaiter;
+
+interface Backend {
+  /** Every waiter this runtime offers, by kind, the default first. */
+  readonly WAITERS: Readonly<Record<string, WaiterFactory>>;
+  /** The default waiter (it may fall back to another kind when a runtime lacks something). */
+  createWaiter(options: WaiterOptions): EpollWaiter;
+}
+
+const backend: Backend = "Bun" in globalThis
   ? await import("./wait-bun.ts")
   : await import("./wait-deno.ts");
 
-/** Creates the waiter of the running runtime. */
+let chosen: WaiterFactory | undefined;
+
+/** The waiter kinds the running runtime offers, the default first. */
+export function waiterKinds(): string[] {
+  return Object.keys(backend.WAITERS);
+}
+
+/**
+ * Chooses how pollers created from now on wait: a kind from {@link waiterKinds}, a factory
+ * (benchmarks compare candidates this way), or `undefined` for the runtime's default. Pollers
+ * that exist keep their waiter. Throws `RangeError` for an unknown kind.
+ */
+export function useWaiter(kind?: string | WaiterFactory): void {
+  if (kind === undefined || typeof kind === "function") {
+    chosen = kind;
+    return;
+  }
+  const factory = backend.WAITERS[kind];
+  if (!factory) {
+    throw new RangeError(`unknown waiter "${kind}" (this runtime has ${waiterKinds().join(", ")})`);
+  }
+  chosen = factory;
+}
+
+/** Creates the waiter of the running runtime (or the one chosen by {@link useWaiter}). */
 export function createWaiter(options: WaiterOptions): EpollWaiter {
-  return backend.createWaiter(options);
+  return chosen ? chosen(options) : backend.createWaiter(options);
 }

@@ -46,8 +46,6 @@ let shared: Poller | undefined;
  * lazily created {@link Poller.default}; create more only to isolate groups of fds.
  */
 export class Poller implements HoldCounter {
-  /** The waiting backend in use: `"deno-nonblocking"` or `"bun-worker"`. */
-  readonly backend: string;
   #epfd: number;
   #wakeFd: number;
   #waiter: EpollWaiter;
@@ -97,7 +95,14 @@ export class Poller implements HoldCounter {
       dataOffset: this.#dataOffset,
       onEvents: (fds, count) => this.#dispatch(fds, count),
     });
-    this.backend = this.#waiter.kind;
+  }
+
+  /**
+   * The waiting path in use: `"deno-nonblocking"`, `"bun-socket"` or `"bun-worker"` (see
+   * `ffi/wait.ts`). A waiter that had to fall back reports the path it fell back to.
+   */
+  get backend(): string {
+    return this.#waiter.kind;
   }
 
   /** True once {@link Poller.close} ran. */

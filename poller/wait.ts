@@ -56,10 +56,60 @@ export function timedOutError(what: string, timeout: number): AbortedError {
   return new AbortedError(`${what} timed out after ${timeout} ms`);
 }
 
-interface Pending<T, K> extends Deadline {
-  readonly key: K;
-  resolve(value: T): void;
-  reject(e: Error): void;
+/**
+ * One pending wait: its own deadline entry and abort listener (`handleEvent`), so a wait
+ * allocates this object and its promise, and no closures besides the promise's executor.
+ */
+class Pending<T, K> implements Deadline {
+  at: number;
+  done = false;
+  settle!: (value: T) => void;
+  fail!: (e: Error) => void;
+
+  constructor(
+    readonly list: Pending<T, K>[],
+    readonly holds: HoldCounter,
+    readonly key: K,
+    readonly what: string,
+    readonly timeout: number | undefined,
+    readonly signal: AbortSignal | undefined,
+  ) {
+    this.at = timeout === undefined ? Infinity : performance.now() + timeout;
+  }
+
+  resolve(value: T): void {
+    if (this.#finish()) this.settle(value);
+  }
+
+  reject(e: Error): void {
+    if (this.#finish()) this.fail(e);
+  }
+
+  /** The deadline passed. */
+  expire(): void {
+    this.reject(timedOutError(this.what, this.timeout!));
+  }
+
+  /** The signal fired (this object is the abort listener). */
+  handleEvent(): void {
+    this.reject(abortedError(this.signal!, this.what));
+  }
+
+  #finish(): boolean {
+    if (this.done) return false;
+    this.done = true;
+    const list = this.list;
+    const last = list.length - 1;
+    if (list[last] === this) list.pop();
+    else {
+      const i = list.indexOf(this);
+      if (i >= 0) list.splice(i, 1);
+    }
+    if (this.timeout !== undefined) removeDeadline(this);
+    this.signal?.removeEventListener("abort", this);
+    this.holds.unref();
+    return true;
+  }
 }
 
 /**
@@ -87,50 +137,30 @@ export class WaitList<T = void, K = undefined> {
    * timeout. Invalid options reject with {@link InvalidArgumentError}.
    */
   add(options?: WaitOptions, key?: K, what = "wait"): Promise<T> {
-    try {
-      checkWaitOptions(options);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    const signal = options?.signal;
-    const timeout = options?.timeout;
-    if (signal?.aborted) return Promise.reject(abortedError(signal, what));
-    const list = this.#list;
-    const holds = this.#holds;
-    return new Promise<T>((resolve, reject) => {
-      let onAbort: (() => void) | undefined;
-      let done = false;
-      const finish = (): boolean => {
-        if (done) return false;
-        done = true;
-        const i = list.indexOf(p);
-        if (i >= 0) list.splice(i, 1);
-        if (timeout !== undefined) removeDeadline(p);
-        if (onAbort) signal!.removeEventListener("abort", onAbort);
-        holds.unref();
-        return true;
-      };
-      const p: Pending<T, K> = {
-        key: key as K,
-        at: timeout === undefined ? Infinity : performance.now() + timeout,
-        resolve(value) {
-          if (finish()) resolve(value);
-        },
-        reject(e) {
-          if (finish()) reject(e);
-        },
-        expire() {
-          p.reject(timedOutError(what, timeout!));
-        },
-      };
-      if (signal) {
-        onAbort = () => p.reject(abortedError(signal, what));
-        signal.addEventListener("abort", onAbort, { once: true });
+    let signal: AbortSignal | undefined;
+    let timeout: number | undefined;
+    if (options !== undefined) {
+      try {
+        checkWaitOptions(options);
+      } catch (e) {
+        return Promise.reject(e);
       }
-      if (timeout !== undefined) addDeadline(p);
-      list.push(p);
-      holds.ref();
+      if (options !== null) {
+        signal = options.signal;
+        timeout = options.timeout;
+        if (signal?.aborted) return Promise.reject(abortedError(signal, what));
+      }
+    }
+    const p = new Pending<T, K>(this.#list, this.#holds, key as K, what, timeout, signal);
+    const promise = new Promise<T>((resolve, reject) => {
+      p.settle = resolve;
+      p.fail = reject;
     });
+    if (signal) signal.addEventListener("abort", p, { once: true });
+    if (timeout !== undefined) addDeadline(p);
+    this.#list.push(p);
+    this.#holds.ref();
+    return promise;
   }
 
   /** Resolves every pending wait with `value`. */

@@ -10,6 +10,8 @@ import { join } from "node:path";
 import { test } from "./harness.ts";
 import { native } from "../ffi/native.ts";
 import { Poller } from "../poller/poller.ts";
+import { WaitList } from "../poller/wait.ts";
+import { useWaiter, waiterKinds } from "../ffi/wait.ts";
 import { AbortedError, ClosedError, InvalidArgumentError } from "../types/errors.ts";
 
 const EFD_NONBLOCK = 0x800;
@@ -151,7 +153,8 @@ test("poller: many fds, each edge delivered to its own watch", async () => {
 test("poller: the default poller is shared and recreated after close", () => {
   const p = Poller.default();
   assert.equal(Poller.default(), p);
-  assert.match(p.backend, /^(deno-nonblocking|bun-worker)$/);
+  assert.match(p.backend, /^(deno-uring|deno-nonblocking|bun-socket|bun-uring|bun-worker)$/);
+  assert.equal(p.backend, waiterKinds()[0], "the default waiter is active (no fallback here)");
   p.close();
   const q = Poller.default();
   assert.notEqual(q, p);
@@ -194,6 +197,7 @@ function runScript(source: string): { status: number | null; ms: number; out: st
 
 const pollerUrl = new URL("../poller/poller.ts", import.meta.url).href;
 const nativeUrl = new URL("../ffi/native.ts", import.meta.url).href;
+const waitUrl = new URL("../ffi/wait.ts", import.meta.url).href;
 
 test("poller: a process whose waits ended exits by itself", () => {
   const r = runScript(`
@@ -221,4 +225,162 @@ test("poller: a registered fd nobody awaits does not keep the process alive", ()
   `);
   assert.equal(r.status, 0, r.out);
   assert.match(r.out, /registered/);
+});
+
+/** A poller waiting with `kind`. */
+function pollerOf(kind: string): Poller {
+  useWaiter(kind);
+  try {
+    return new Poller();
+  } finally {
+    useWaiter();
+  }
+}
+
+test("poller: every waiter kind is selectable, reports itself, and unknown kinds are refused", () => {
+  const kinds = waiterKinds();
+  assert.ok(kinds.length >= 2, `kinds ${kinds}`);
+  for (const kind of kinds) {
+    const p = pollerOf(kind);
+    assert.equal(p.backend, kind);
+    p.close();
+  }
+  assert.throws(() => useWaiter("no-such-waiter"), RangeError);
+});
+
+for (const kind of waiterKinds()) {
+  test(`poller [${kind}]: 100,000 edges, each delivered once and in order`, async () => {
+    using poller = pollerOf(kind);
+    const fd = eventfd();
+    const watch = poller.register(fd);
+    for (let i = 1; i <= 100_000; i++) {
+      signal(fd, BigInt(i));
+      await watch.readable({ timeout: 5000 });
+      assert.equal(drain(fd), BigInt(i));
+    }
+    // and edges written while nothing waits, picked up by later waits
+    signal(fd, 5n);
+    await sleep(5);
+    signal(fd, 6n);
+    await watch.readable({ timeout: 5000 });
+    assert.equal(drain(fd), 11n);
+    assert.equal(poller.pending, 0);
+    watch.close();
+    n.libc.close(fd);
+  });
+}
+
+/** The fds this process has open below 4096 (`fcntl(F_GETFD)`; /proc needs all permissions in Deno). */
+function openFds(): number[] {
+  const open: number[] = [];
+  for (let fd = 0; fd < 4096; fd++) if (n.libc.fcntl(fd, 1, 0) >= 0) open.push(fd);
+  return open;
+}
+
+for (const kind of waiterKinds()) {
+  test(`poller [${kind}]: closing releases every fd it opened`, async () => {
+    const before = openFds();
+    for (let i = 0; i < 20; i++) {
+      const poller = pollerOf(kind);
+      const fd = eventfd();
+      const watch = poller.register(fd);
+      const wait = watch.readable({ timeout: 5000 });
+      signal(fd);
+      await wait;
+      const pending = watch.readable(); // in flight while the poller closes
+      poller.close();
+      await assert.rejects(pending, ClosedError);
+      n.libc.close(fd);
+    }
+    // some waiters release once their helper confirms it stopped
+    const deadline = Date.now() + 5000;
+    // (fds of earlier tests' pollers may close meanwhile: only new ones count)
+    const added = () => openFds().filter((fd) => !before.includes(fd));
+    while (added().length > 0 && Date.now() < deadline) await sleep(20);
+    assert.deepEqual(added(), []);
+  });
+}
+
+test("poller: a wait with a long timeout that ended early does not keep the process alive", () => {
+  const r = runScript(`
+    import { Poller } from "${pollerUrl}";
+    import { native } from "${nativeUrl}";
+    const fd = native().libc.eventfd(0, 0x800);
+    const w = Poller.default().register(fd);
+    const cell = native().alloc(8, 8);
+    new DataView(native().arrayBuffer(cell, 8)).setBigUint64(0, 1n, true);
+    setTimeout(() => native().libc.write(fd, cell, 8), 20);
+    await w.readable({ timeout: 60_000 });
+    console.log("woke");
+  `);
+  assert.equal(r.status, 0, r.out);
+  assert.match(r.out, /woke/);
+  assert.ok(r.ms < 15_000, `took ${r.ms} ms`);
+});
+
+for (const kind of waiterKinds()) {
+  test(`poller [${kind}]: an idle process exits by itself, with or without registered fds`, () => {
+    const r = runScript(`
+      import { Poller } from "${pollerUrl}";
+      import { native } from "${nativeUrl}";
+      import { useWaiter } from "${waitUrl}";
+      useWaiter("${kind}");
+      const poller = new Poller();
+      console.log("backend", poller.backend);
+      const fd = native().libc.eventfd(0, 0x800);
+      const w = poller.register(fd, () => {});
+      const cell = native().alloc(8, 8);
+      new DataView(native().arrayBuffer(cell, 8)).setBigUint64(0, 1n, true);
+      setTimeout(() => native().libc.write(fd, cell, 8), 20);
+      await w.readable({ timeout: 5000 });
+      w.readable({ timeout: 100 }).catch((e) => console.log("ended:", e.name));
+      const idle = poller.register(native().libc.eventfd(0, 0x800));
+      idle.ref();
+      idle.unref();
+    `);
+    assert.equal(r.status, 0, r.out);
+    assert.match(r.out, new RegExp(`backend ${kind}`));
+    assert.match(r.out, /ended: AbortedError/);
+    assert.ok(r.ms < 15_000, `took ${r.ms} ms`);
+  });
+
+  test(`poller [${kind}]: an idle wait uses (almost) no CPU for 2 s`, async () => {
+    using poller = pollerOf(kind);
+    const fd = eventfd();
+    const watch = poller.register(fd);
+    await sleep(50); // a helper thread's start-up is not idling
+    const c0 = cpuSeconds();
+    const t0 = performance.now();
+    await assert.rejects(watch.readable({ timeout: 2000 }), AbortedError);
+    const wall = (performance.now() - t0) / 1000;
+    const cpu = cpuSeconds() - c0;
+    process.stderr.write(`idle wait [${kind}]: ${(cpu / wall * 100).toFixed(2)}% of a core\n`);
+    assert.ok(cpu / wall < 0.05, `idle CPU ${cpu}s over ${wall}s`); // target < 1%, asserted loosely
+    n.libc.close(fd);
+  });
+}
+
+test("wait list: timeouts, aborts and resolves settle each wait once and release its hold", async () => {
+  let holds = 0;
+  const counter = { ref: () => void holds++, unref: () => void holds-- };
+  const list = new WaitList<number, string>(counter);
+  const ac = new AbortController();
+  const a = list.add({ timeout: 30 }, "a", "a-wait");
+  const b = list.add({ signal: ac.signal }, "b");
+  const c = list.add({ timeout: 60_000, signal: ac.signal }, "c");
+  const d = list.add(undefined, "d");
+  assert.equal(holds, 4);
+  assert.equal(list.resolveFirst((k) => k === "c", 3), true);
+  assert.equal(await c, 3);
+  await assert.rejects(a, (e) => e instanceof AbortedError && /a-wait timed out/.test(e.message));
+  ac.abort(new Error("why"));
+  await assert.rejects(b, (e) => e instanceof AbortedError && /why/.test(e.message));
+  list.resolveAll(4);
+  assert.equal(await d, 4);
+  assert.equal(list.size, 0);
+  assert.equal(holds, 0);
+  list.resolveAll(5); // nothing left: no-op
+  await assert.rejects(list.add({ timeout: -1 }), InvalidArgumentError);
+  await assert.rejects(list.add({ signal: AbortSignal.abort() }), AbortedError);
+  assert.equal(holds, 0);
 });

@@ -1,0 +1,37 @@
+/**
+ * Socket-shaped RDMA connections that speak rsocket's wire protocol, so they talk to C programs
+ * using rsockets (`rstream`, `riostream`, `rcopy`, any socket program under
+ * `LD_PRELOAD=librspreload.so`) as well as to each other.
+ *
+ * ```ts
+ * import { connect, listen } from "jsr:@rdma/verbs";
+ *
+ * const listener = listen({ hostname: "10.0.2.15", port: 7471 });
+ * (async () => {
+ *   for await (const conn of listener) {
+ *     const buf = new Uint8Array(65536);
+ *     for (let n; (n = await conn.read(buf)) !== null;) await conn.write(buf.subarray(0, n));
+ *     conn.close();
+ *   }
+ * })();
+ *
+ * const conn = await connect({ hostname: "10.0.2.15", port: 7471 });
+ * await conn.write(new TextEncoder().encode("hello"));
+ * ```
+ *
+ * See `stream/README.md` for the protocol, the defaults and what is not implemented.
+ *
+ * @module
+ */
+
+export {
+  connect,
+  type ConnectOptions,
+  type IoOptions,
+  type RdmaAddr,
+  RdmaConn,
+  type StreamOptions,
+} from "./conn.ts";
+export { listen, type ListenOptions, RdmaListener } from "./listener.ts";
+export { ConnectionRefusedError, ConnectionResetError, ProtocolError } from "./errors.ts";
+export { RSOCKET_DEFAULTS } from "./protocol.ts";

@@ -1,0 +1,323 @@
+/**
+ * The verbs side of one stream: PD, completion channel, CQ, the QP on the CM id, the three
+ * registered areas (send ring, receive ring, target SGL) and the work requests the
+ * {@link StreamEngine} asks for, prepared once and re-posted with one FFI call each (fields
+ * updated in place: nothing is allocated per post).
+ *
+ * Queue sizes and flags follow rsocket: one CQ of `sq + rq` entries for both directions, every
+ * send signaled, two send SGEs (a chunk may wrap around the end of the send ring), one receive
+ * SGE (iWARP's 4-byte message slot; none otherwise).
+ *
+ * @module
+ */
+
+import { AccessFlags, SendFlags, WrOpcode } from "../types/enums.ts";
+import { InvalidArgumentError } from "../types/errors.ts";
+import type { CmId } from "../cm/id.ts";
+import type { CompletionChannel } from "../verbs/channel.ts";
+import type { CompletionQueue } from "../verbs/cq.ts";
+import type { MemoryRegion } from "../verbs/mr.ts";
+import type { ProtectionDomain } from "../verbs/pd.ts";
+import type { PreparedRecv, PreparedSend } from "../verbs/prepared.ts";
+import type { QueuePair } from "../verbs/qp.ts";
+import type { SendWr } from "../verbs/wr.ts";
+import {
+  type EngineConfig,
+  receiveMemorySize,
+  RECV_WR_ID,
+  sendMemorySize,
+  StreamEngine,
+  type StreamTransport,
+  TARGET_MEMORY_SIZE,
+} from "./engine.ts";
+import { clampQueueDepth, RS_MSG_SIZE } from "./protocol.ts";
+
+/** Sizes of a stream (rsocket's defaults fill what is not given). */
+export interface StreamSizes {
+  /** Send ring bytes. */
+  readonly sendBufferSize: number;
+  /** Receive ring bytes. */
+  readonly receiveBufferSize: number;
+  /** Send queue depth asked for (clamped to 16..min(device, 0xfffe)). */
+  readonly sendQueueDepth: number;
+  /** Receive queue depth asked for (same clamp); also the credits given to the peer. */
+  readonly receiveQueueDepth: number;
+  /** Inline bytes asked for (the QP may grant more; iWARP needs at least 4). */
+  readonly inlineSize: number;
+}
+
+const RECV_BATCH = 32;
+const SIGNALED = SendFlags.SIGNALED;
+const INLINE = SendFlags.SIGNALED | SendFlags.INLINE;
+
+/** One prepared send list and the SGE values last written into it (to skip unchanged fields). */
+class Prepared {
+  readonly p: PreparedSend;
+  readonly #off: number[];
+  readonly #len: number[];
+  readonly #flags: number[];
+  readonly #mrLength: number;
+
+  constructor(p: PreparedSend, wrs: readonly SendWr[], mrLength: number) {
+    this.p = p;
+    this.#off = [];
+    this.#len = [];
+    this.#flags = wrs.map((w) => w.flags ?? SIGNALED);
+    for (const w of wrs) {
+      for (const s of w.sg ?? []) {
+        this.#off.push(s.offset ?? 0);
+        this.#len.push(s.length ?? 1);
+      }
+    }
+    this.#mrLength = mrLength;
+  }
+
+  /** Sets SGE `j` of WR `i` (`k` its index among all SGEs of the list) to `[off, off + len)`. */
+  sge(i: number, j: number, k: number, off: number, len: number): void {
+    const curOff = this.#off[k];
+    const curLen = this.#len[k];
+    if (curOff === off && curLen === len) return;
+    const p = this.p;
+    if (curOff + len <= this.#mrLength) {
+      if (curLen !== len) p.setLength(i, j, len);
+      if (curOff !== off) p.setOffset(i, j, off);
+    } else if (off + curLen <= this.#mrLength) {
+      p.setOffset(i, j, off);
+      p.setLength(i, j, len);
+    } else {
+      p.setLength(i, j, 1);
+      p.setOffset(i, j, off);
+      p.setLength(i, j, len);
+    }
+    this.#off[k] = off;
+    this.#len[k] = len;
+  }
+
+  flags(i: number, flags: number): void {
+    if (this.#flags[i] === flags) return;
+    this.p.setFlags(i, flags);
+    this.#flags[i] = flags;
+  }
+}
+
+/** The verbs objects of one stream and the engine that drives them. */
+export class VerbsTransport implements StreamTransport {
+  /** The protection domain everything below belongs to. */
+  readonly pd: ProtectionDomain;
+  /** The completion channel of the CQ (its fd is watched by the poller). */
+  readonly channel: CompletionChannel;
+  /** The CQ of both directions. */
+  readonly cq: CompletionQueue;
+  /** The QP, created on the CM id. */
+  readonly qp: QueuePair;
+  /** Send ring, SGL-update slots and the message slot. */
+  readonly sendMr: MemoryRegion;
+  /** Receive ring (the peer writes into it) and iWARP message slots. */
+  readonly recvMr: MemoryRegion;
+  /** Target SGL (the peer writes its receive-buffer advertisements into it). */
+  readonly targetMr: MemoryRegion;
+  /** The protocol state machine. */
+  readonly engine: StreamEngine;
+  /** True on iWARP (data by RDMA WRITE, messages by SEND). */
+  readonly messageSend: boolean;
+
+  // RDMA WRITE WITH IMMEDIATE with 0, 1 or 2 SGEs (IB/RoCE)
+  readonly #imm0: Prepared | null = null;
+  readonly #imm1: Prepared | null = null;
+  readonly #imm2: Prepared | null = null;
+  // iWARP: [RDMA WRITE, SEND] pairs with 1 or 2 SGEs in the write, and a lone SEND
+  readonly #pair1: Prepared | null = null;
+  readonly #pair2: Prepared | null = null;
+  readonly #msg: PreparedSend | null = null;
+  #pending: Prepared | null = null;
+  // receives: no SGE (posted in batches), or one 4-byte slot (iWARP)
+  readonly #recv1: PreparedRecv | null = null;
+  readonly #recvBatch: PreparedRecv | null = null;
+  readonly #recvSlot: PreparedRecv | null = null;
+  #recvsDue = 0;
+
+  /** Creates the verbs objects on `id` (address resolved, or an incoming request) and the engine. */
+  constructor(id: CmId, sizes: StreamSizes) {
+    const ctx = id.context;
+    const iwarp = id.transport === "iwarp";
+    this.messageSend = iwarp;
+    const attr = ctx.queryDevice();
+    const devMax = typeof attr.maxQpWr === "number" ? attr.maxQpWr : 0xfffe;
+    const sq = clampQueueDepth(sizes.sendQueueDepth, devMax);
+    const rq = clampQueueDepth(sizes.receiveQueueDepth, devMax);
+    // iWARP messages are 4-byte inline SENDs (newer librdmacm raises the inline size the same way)
+    const inlineAsked = iwarp ? Math.max(sizes.inlineSize, RS_MSG_SIZE) : sizes.inlineSize;
+    const pd = ctx.allocPd();
+    this.pd = pd;
+    try {
+      this.channel = ctx.createCompChannel();
+      this.cq = ctx.createCq({ cqe: sq + rq, channel: this.channel });
+      this.qp = id.createQp(pd, {
+        sendCq: this.cq,
+        recvCq: this.cq,
+        cap: {
+          maxSendWr: sq,
+          maxRecvWr: rq,
+          maxSendSge: 2,
+          maxRecvSge: 1,
+          maxInlineData: inlineAsked,
+        },
+        sqSigAll: true,
+      });
+      const granted = this.qp.cap.maxInlineData;
+      if (iwarp && granted < RS_MSG_SIZE) {
+        throw new InvalidArgumentError(
+          `the device grants ${granted} inline bytes; rsocket over iWARP needs ${RS_MSG_SIZE}`,
+        );
+      }
+      const config: EngineConfig = {
+        sendBufferSize: sizes.sendBufferSize,
+        receiveBufferSize: sizes.receiveBufferSize,
+        sendQueueDepth: sq,
+        receiveQueueDepth: rq,
+        inlineSize: granted,
+        messageSend: iwarp,
+      };
+      const local = AccessFlags.LOCAL_WRITE;
+      const remote = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE;
+      this.sendMr = pd.allocBuffer(sendMemorySize(config), { access: local });
+      this.recvMr = pd.allocBuffer(receiveMemorySize(config), { access: remote });
+      this.targetMr = pd.allocBuffer(TARGET_MEMORY_SIZE, { access: remote });
+      const mr = this.sendMr;
+      const sge = (n: number) => Array.from({ length: n }, () => ({ mr, offset: 0, length: 1 }));
+      const make = (wrs: SendWr[]) => new Prepared(this.qp.prepareSend(wrs), wrs, mr.length);
+      const remoteZero = { addr: 0, rkey: 0 };
+      if (!iwarp) {
+        const imm = (n: number): SendWr => ({
+          opcode: WrOpcode.RDMA_WRITE_WITH_IMM,
+          flags: SIGNALED,
+          imm: 0,
+          remote: remoteZero,
+          sg: sge(n),
+        });
+        this.#imm0 = make([imm(0)]);
+        this.#imm1 = make([imm(1)]);
+        this.#imm2 = make([imm(2)]);
+        this.#recv1 = this.qp.prepareRecv({ wrId: RECV_WR_ID, sg: [] });
+        this.#recvBatch = this.qp.prepareRecv(
+          Array.from({ length: RECV_BATCH }, () => ({ wrId: RECV_WR_ID, sg: [] })),
+        );
+      } else {
+        const msgOff = sendMemorySize(config) - 8;
+        const send: SendWr = {
+          opcode: WrOpcode.SEND,
+          flags: INLINE,
+          sg: [{ mr, offset: msgOff, length: RS_MSG_SIZE }],
+        };
+        const write = (n: number): SendWr => ({
+          opcode: WrOpcode.RDMA_WRITE,
+          flags: SIGNALED,
+          remote: remoteZero,
+          sg: sge(n),
+        });
+        this.#pair1 = make([write(1), send]);
+        this.#pair2 = make([write(2), send]);
+        this.#msg = this.qp.prepareSend(send);
+        this.#recvSlot = this.qp.prepareRecv({
+          wrId: RECV_WR_ID,
+          sg: [{ mr: this.recvMr, offset: config.receiveBufferSize, length: RS_MSG_SIZE }],
+        });
+      }
+      this.engine = new StreamEngine(config, {
+        send: this.sendMr.buffer,
+        recv: this.recvMr.buffer,
+        recvAddr: this.recvMr.addrNumber,
+        recvKey: this.recvMr.rkey,
+        target: this.targetMr.buffer,
+        targetAddr: this.targetMr.addrNumber,
+        targetKey: this.targetMr.rkey,
+      }, this);
+    } catch (e) {
+      this.close();
+      throw e;
+    }
+  }
+
+  /** Posts an RDMA WRITE (WITH IMMEDIATE when `imm >= 0`); see {@link StreamTransport.write}. */
+  write(
+    wrId: number,
+    off1: number,
+    len1: number,
+    off2: number,
+    len2: number,
+    inline: boolean,
+    remoteAddr: number,
+    rkey: number,
+    imm: number,
+  ): void {
+    let w: Prepared;
+    if (imm >= 0) w = len1 === 0 ? this.#imm0! : len2 === 0 ? this.#imm1! : this.#imm2!;
+    else w = len2 === 0 ? this.#pair1! : this.#pair2!;
+    const p = w.p;
+    p.setWrId(0, wrId);
+    p.setRemoteAddr(0, remoteAddr);
+    p.setRkey(0, rkey);
+    if (len1 > 0) w.sge(0, 0, 0, off1, len1);
+    if (len2 > 0) w.sge(0, 1, 1, off2, len2);
+    w.flags(0, inline ? INLINE : SIGNALED);
+    if (imm >= 0) {
+      p.setImm(0, imm);
+      p.post();
+    } else {
+      this.#pending = w; // posted with the message SEND that follows
+    }
+  }
+
+  /** Posts the iWARP message SEND (with the RDMA WRITE before it, when there is one). */
+  send(wrId: number, _off: number, _len: number): void {
+    const w = this.#pending;
+    if (w) {
+      this.#pending = null;
+      w.p.setWrId(1, wrId);
+      w.p.post();
+    } else {
+      this.#msg!.setWrId(0, wrId);
+      this.#msg!.post();
+    }
+  }
+
+  /** Queues one receive (posted by {@link VerbsTransport.flushReceives}; iWARP: at once). */
+  recv(wrId: number, off: number): void {
+    if (off < 0) {
+      this.#recvsDue++;
+      return;
+    }
+    const r = this.#recvSlot!;
+    r.setWrId(0, wrId);
+    r.setOffset(0, 0, off);
+    r.post();
+  }
+
+  /** Posts the receives queued since the last flush, in batches. */
+  flushReceives(): void {
+    while (this.#recvsDue >= RECV_BATCH) {
+      this.#recvBatch!.post();
+      this.#recvsDue -= RECV_BATCH;
+    }
+    while (this.#recvsDue > 0) {
+      this.#recv1!.post();
+      this.#recvsDue--;
+    }
+  }
+
+  /**
+   * Releases everything but the QP's CM id: the QP (with its prepared WRs), the MRs, the CQ and
+   * its channel, the PD. Close the id first (it destroys the QP with `rdma_destroy_qp`).
+   */
+  close(): void {
+    let first: unknown;
+    for (const o of [this.qp, this.pd, this.channel]) {
+      try {
+        o?.close();
+      } catch (e) {
+        first ??= e;
+      }
+    }
+    if (first) throw first;
+  }
+}
