@@ -12,9 +12,8 @@ import type { LibraryPaths } from "./library.ts";
 
 export type { LibraryPaths } from "./library.ts";
 
-const loader: { readonly arch: string; createNative(paths: LibraryPaths): Native } = "Bun" in globalThis
-  ? await import("./bun.ts")
-  : await import("./deno.ts");
+const loader: { readonly arch: string; createNative(paths: LibraryPaths): Native } =
+  "Bun" in globalThis ? await import("./bun.ts") : await import("./deno.ts");
 
 let current: Native | undefined;
 let paths: LibraryPaths = {};

@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
-import { connect } from "../../cm/connect.ts";
+import { cmConnect } from "../../cm/connect.ts";
 import { privateDataLimit } from "../../cm/conn_param.ts";
 import { ClosedError, CmEventError, InvalidArgumentError } from "../../types/errors.ts";
 import { CmEventType, PrivateDataLimits } from "../../types/enums.ts";
@@ -117,7 +117,7 @@ deviceTest(
       const { port } = await peer.next((m) => "ready" in m) as { port: number };
       const eps: Endpoint[] = [];
       const attempt = (privateData: Uint8Array) =>
-        connect({
+        cmConnect({
           address: env.address,
           port,
           privateData,

@@ -16,9 +16,9 @@ import process from "node:process";
 import { deviceTest, notOnIwarp } from "../harness.ts";
 import {
   AccessFlags,
+  cmConnect,
   type CmId,
   type CompletionQueue,
-  connect,
   type MemoryRegion,
   type ProtectionDomain,
   type QueuePair,
@@ -66,7 +66,7 @@ interface Client {
 
 async function client(port: number, ackTimeout: number, retryCount = 7): Promise<Client> {
   let made: Omit<Client, "id" | "close"> | undefined;
-  const { id } = await connect({
+  const { id } = await cmConnect({
     hostname: peerAddress(),
     port,
     retryCount,

@@ -11,14 +11,14 @@
 import {
   type AddressHandle,
   type AhAttr,
+  cmConnect as connectOnCm,
   CmEventError,
   type CmId,
-  connect,
+  cmListen as listenOnCm,
+  type CmListener,
   type ConnParam,
   type Context,
   listDevices,
-  listen,
-  type Listener,
   type Mtu,
   openDevice,
   type ProtectionDomain,
@@ -127,8 +127,8 @@ export function udAddressHandle(pd: ProtectionDomain, peer: PeerQp, o: PathOptio
 }
 
 /** Listens for rdma_cm connections on every address at `port`. */
-export function cmListen(port: number): Listener {
-  return listen({ address: "0.0.0.0", port, backlog: 16 });
+export function cmListen(port: number): CmListener {
+  return listenOnCm({ hostname: "0.0.0.0", port, backlog: 16 });
 }
 
 /**
@@ -136,7 +136,7 @@ export function cmListen(port: number): Listener {
  * receives), then the request is accepted; resolves once it is established.
  */
 export async function cmAccept(
-  listener: Listener,
+  listener: CmListener,
   setup: (id: CmId) => void,
   param: ConnParam,
 ): Promise<CmId> {
@@ -147,7 +147,7 @@ export async function cmAccept(
 }
 
 /** Stops listening (the accepted connections stay). */
-export function cmStopListening(listener: Listener): void {
+export function cmStopListening(listener: CmListener): void {
   listener.close();
 }
 
@@ -166,7 +166,7 @@ export async function cmConnect(
   const deadline = performance.now() + patienceMs;
   for (;;) {
     try {
-      const { id } = await connect({ address: host, port, beforeConnect: setup, ...param });
+      const { id } = await connectOnCm({ hostname: host, port, beforeConnect: setup, ...param });
       return id;
     } catch (e) {
       if (!(e instanceof CmEventError) || performance.now() > deadline) throw e;

@@ -27,9 +27,9 @@ import net from "node:net";
 import {
   AccessFlags,
   type CmId,
+  type CmListener,
   type CompletionQueue,
   type CompletionWaitOptions,
-  type Listener,
   type MemoryRegion,
   type Mtu,
   type PreparedRecv,
@@ -382,7 +382,7 @@ export class CmChannel implements OobChannel {
 
   /** Server side: listens on `port`, accepts one connection, stops listening. */
   static async accept(port: number, gidIndex: number): Promise<CmChannel> {
-    const listener: Listener = cmListen(port);
+    const listener: CmListener = cmListen(port);
     let parts: ChannelParts | undefined;
     try {
       const id = await cmAccept(listener, (id) => (parts = setupChannel(id)), {

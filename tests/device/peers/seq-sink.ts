@@ -9,13 +9,13 @@
  */
 
 import process from "node:process";
-import { listen, WcStatus } from "../../../mod.ts";
+import { cmListen, WcStatus } from "../../../mod.ts";
 import { Endpoint } from "./endpoint.ts";
 import { report } from "./spawn.ts";
 
 const [address, countArg] = process.argv.slice(2);
 const connections = Number(countArg ?? 1);
-const listener = listen({ hostname: address, port: 0, backlog: 8 });
+const listener = cmListen({ hostname: address, port: 0, backlog: 8 });
 report({ ready: true, port: listener.port });
 
 for (let c = 0; c < connections; c++) {

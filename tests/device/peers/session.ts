@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import process from "node:process";
 import { native } from "../../../ffi/native.ts";
-import { connect } from "../../../cm/connect.ts";
+import { cmConnect } from "../../../cm/connect.ts";
 import { QpState } from "../../../types/enums.ts";
 import { Endpoint } from "./endpoint.ts";
 import { text } from "./spawn.ts";
@@ -29,7 +29,7 @@ export function rss(): number {
 /** Connects to the echo server, sends `pings` pings and checks each pong. */
 export async function session(address: string, port: number, tag: string, pings = 1) {
   let ep: Endpoint | undefined;
-  const { id, event } = await connect({
+  const { id, event } = await cmConnect({
     hostname: address,
     port,
     privateData: enc(tag),
