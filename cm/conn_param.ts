@@ -12,6 +12,7 @@ import type { NativePointer } from "../types/ctypes.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { PrivateDataLimits } from "../types/enums.ts";
 import { asBytes, type Bytes } from "../types/bytes.ts";
+import { checkInteger } from "../types/check.ts";
 
 /** Options of `connect` and `accept` (`struct rdma_conn_param`). */
 export interface ConnParam {
@@ -80,11 +81,7 @@ export function checkPrivateData(
 }
 
 function u(name: string, v: number | undefined, max: number, dflt: number): number {
-  if (v === undefined) return dflt;
-  if (!Number.isInteger(v) || v < 0 || v > max) {
-    throw new InvalidArgumentError(`${name} must be an integer 0..${max}, got ${v}`);
-  }
-  return v;
+  return v === undefined ? dflt : checkInteger(name, v, 0, max);
 }
 
 /** A validated, encoded `rdma_conn_param` in native memory; `free()` releases it. */

@@ -15,6 +15,7 @@ import {
   type CompletionSource,
   type CompletionWaitOptions,
 } from "./completions.ts";
+import { describe } from "../types/check.ts";
 
 /** The fields of a work completion the tracker reads (structural: the verbs WC accessor). */
 export interface CompletionView {
@@ -106,7 +107,9 @@ export class WorkRequestTracker {
   track(wrId: bigint, options?: TrackOptions): Promise<CompletionRecord> {
     if (this.#closed) return Promise.reject(this.#closed);
     if (typeof wrId !== "bigint") {
-      return Promise.reject(new InvalidArgumentError(`wr_id must be a bigint, got ${wrId}`));
+      return Promise.reject(
+        new InvalidArgumentError(`wr_id must be a bigint, got ${describe(wrId)}`),
+      );
     }
     if (this.#entries.has(wrId)) {
       return Promise.reject(new InvalidArgumentError(`wr_id ${wrId} is already tracked`));

@@ -20,6 +20,7 @@ import { SharedReceiveQueue, type SrqInit } from "./srq.ts";
 import { type AddressHandle, type AhAttr, createAh, createAhFromWc } from "./ah.ts";
 import { Context } from "./context.ts";
 import type { WorkCompletion } from "./wc.ts";
+import { checkInteger, checkObject } from "../types/check.ts";
 
 /** A protection domain (`ibv_alloc_pd`). */
 export class ProtectionDomain extends NativeResource {
@@ -44,9 +45,7 @@ export class ProtectionDomain extends NativeResource {
    */
   allocBuffer(length: number, options: RegisterOptions = {}): MemoryRegion {
     this.assertOpen();
-    if (!Number.isSafeInteger(length) || length <= 0) {
-      throw new InvalidArgumentError(`buffer length must be a positive integer, got ${length}`);
-    }
+    checkInteger("buffer length", length, 1, Number.MAX_SAFE_INTEGER);
     const o = registerOptions(options);
     return registerBlock(this, new NativeBlock(length, 4096), o.access, o.iova);
   }
@@ -114,8 +113,6 @@ export class ProtectionDomain extends NativeResource {
 }
 
 function registerOptions(o: RegisterOptions): { access: number; iova: RegisterOptions["iova"] } {
-  if (typeof o !== "object" || o === null) {
-    throw new InvalidArgumentError("register options must be an object");
-  }
+  checkObject("register options", o);
   return { access: o.access ?? AccessFlags.LOCAL_WRITE, iova: o.iova };
 }

@@ -174,7 +174,8 @@ deviceTest(
       );
       await id.disconnect({ timeout: 5_000 });
       ep.close();
-      assert.equal(openFds(), fds, "resources freed");
+      const after = openFds();
+      assert.ok(after <= fds, `resources freed: ${fds} fds before, ${after} after`);
       console.log(`fault: dead cm peer noticed after ${ms.toFixed(0)} ms (${seen})`);
     } finally {
       peer.kill();
