@@ -233,7 +233,10 @@ export function awaitCompletions(
     if (got > 0) return Promise.resolve(got);
     if (strategy === "adaptive") {
       const fixed = options.spinMicros;
-      if (fixed !== undefined && !(fixed >= 0 && fixed <= MAX_SPIN_MICROS)) {
+      if (
+        fixed !== undefined &&
+        !(typeof fixed === "number" && fixed >= 0 && fixed <= MAX_SPIN_MICROS)
+      ) {
         throw new InvalidArgumentError(
           `spinMicros must be 0..${MAX_SPIN_MICROS} (the spin blocks the event loop), got ${
             describe(fixed)

@@ -175,7 +175,7 @@ export class CompletionQueue extends NativeResource {
   /** The cursor at completion `i` of the last `poll` (the same object each time). */
   completion(i: number): WorkCompletion {
     if (this.closed) this.assertOpen();
-    if (!(i >= 0 && i < this.pollBatch) || !Number.isInteger(i)) {
+    if (typeof i !== "number" || !(i >= 0 && i < this.pollBatch) || !Number.isInteger(i)) {
       checkInteger("completion index", i, 0, this.pollBatch - 1);
     }
     return this.wc.at(i);

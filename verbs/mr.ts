@@ -162,11 +162,10 @@ export class MemoryRegion extends NativeResource {
   }
 
   /** What a peer needs to access `[offset, offset + length)` of this MR remotely (at its iova). */
-  remote(offset = 0, length: number = this.length - offset): RemoteAddress {
-    if (
-      !Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 ||
-      length < 0 || offset + length > this.length
-    ) {
+  remote(offset = 0, length?: number): RemoteAddress {
+    checkInteger("offset", offset, 0, this.length);
+    length ??= this.length - offset;
+    if (!Number.isSafeInteger(length) || length < 0 || offset + length > this.length) {
       throw new InvalidArgumentError(
         `range ${describe(offset)}+${describe(length)} is outside the MR (${this.length})`,
       );
