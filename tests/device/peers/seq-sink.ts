@@ -29,7 +29,7 @@ for (let c = 0; c < connections; c++) {
       const v = new DataView(m.bytes.buffer, m.bytes.byteOffset, m.bytes.byteLength);
       const seq = v.getUint32(0, true);
       if (seq === 0xffffffff) break;
-      if ((v.getUint32(4, true) ^ seq) !== 0xffffffff) corrupt++;
+      if (((v.getUint32(4, true) ^ seq) >>> 0) !== 0xffffffff) corrupt++;
       else if (seq === expected) inOrder++;
       else outOfOrder++;
       expected = seq + 1;
