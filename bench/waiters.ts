@@ -14,8 +14,10 @@
  * the C writer writes straight into a socket the runtime's own event loop watches (no epoll and
  * no helper: the least any event-loop path can cost).
  *
- *   deno run -A bench/waiters.ts [wakes-per-round=1000] [rounds=5]
- *   bun bench/waiters.ts [wakes-per-round=1000] [rounds=5]
+ *   deno run -A bench/waiters.ts [wakes-per-round=1000] [rounds=5] [only=regex]
+ *   bun bench/waiters.ts [wakes-per-round=1000] [rounds=5] [only=regex]
+ *
+ * `only` keeps the candidates whose name matches (e.g. `'^(deno|floor)'`).
  */
 import process from "node:process";
 import os from "node:os";
@@ -97,6 +99,19 @@ async function adoptSocket(fd: number, onData: () => void): Promise<Adopted> {
   return { ref: () => s.ref(), unref: () => s.unref(), close: () => s.destroy() };
 }
 
+/**
+ * Drains the eventfd after write `i` was stamped and returns the index of the last write seen.
+ * The writer sends write i+1 only after that stamp, but a waiter descheduled between its stamp and
+ * this drain can drain write i+1 as well: that write is seen (stamped) now, or its edge would be
+ * gone and the run would stall waiting for it.
+ */
+function drainObserved(efd: number, cell: NativeBlock, i: number): number {
+  let writes = 0n;
+  while (Number(n.libc.read(efd, cell.ptr, 8)) === 8) writes += cell.view.getBigUint64(0, true);
+  if (writes > 1n && i + 1 < iters) lib.wk_woken(++i);
+  return i;
+}
+
 // ---- candidates --------------------------------------------------------------------------
 
 interface Runner {
@@ -136,9 +151,13 @@ function viaPoller(name: string, how: string, waiter: () => Promise<string | Wai
         async run() {
           lib.wk_start(efd, iters, MIN, MAX);
           for (let i = 0; i < iters; i++) {
-            await watch.readable();
+            try {
+              await watch.readable({ timeout: 10_000 });
+            } catch (e) {
+              throw new Error(`${name}: no wake for write ${i} within 10 s`, { cause: e });
+            }
             lib.wk_woken(i);
-            while (Number(n.libc.read(efd, cell.ptr, 8)) === 8) { /* drain */ }
+            i = drainObserved(efd, cell, i);
           }
           lib.wk_join();
         },
@@ -447,7 +466,12 @@ function floor(name: string, how: string, kind: "adopt" | "unixconn"): Candidate
           s.ref();
           const finished = new Promise<void>((r) => done = r);
           lib.wk_start(b, iters, MIN, MAX);
-          await finished;
+          let stall: ReturnType<typeof setTimeout> | undefined;
+          const stalled = new Promise<never>((_, reject) => {
+            stall = setTimeout(() => reject(new Error(`${name}: stalled at write ${i}`)), 60_000);
+          });
+          await Promise.race([finished, stalled]);
+          clearTimeout(stall);
           lib.wk_join();
           s.unref();
         },
@@ -460,20 +484,22 @@ function floor(name: string, how: string, kind: "adopt" | "unixconn"): Candidate
   };
 }
 
-const candidates: Candidate[] = isBun
+const only = new RegExp((isBun ? process.argv.slice(2) : Deno.args)[2] ?? "");
+
+const candidates: Candidate[] = (isBun
   ? [
     viaPoller(
-      "bun-socket",
-      "no helper thread: Bun.connect({ fd }) adopts a dup of the epoll fd, again after each wake",
-      () => Promise.resolve("bun-socket"),
-    ),
-    viaPoller(
-      "bun-uring",
+      "bun-uring (default)",
       "no helper thread: io_uring polls the epoll fd, sends a byte to a socket Bun.connect adopted",
       () => Promise.resolve("bun-uring"),
     ),
     viaPoller(
-      "bun-worker (previous default)",
+      "bun-socket (first fallback)",
+      "no helper thread: Bun.connect({ fd }) adopts a dup of the epoll fd, again after each wake",
+      () => Promise.resolve("bun-socket"),
+    ),
+    viaPoller(
+      "bun-worker (previous default, last fallback)",
       "Worker in epoll_wait, postMessage",
       () => Promise.resolve("bun-worker"),
     ),
@@ -505,7 +531,7 @@ const candidates: Candidate[] = isBun
       () => Promise.resolve("deno-uring"),
     ),
     viaPoller(
-      "deno-nonblocking (previous default)",
+      "deno-nonblocking (default, as before)",
       "one nonblocking epoll_wait in flight (Deno's blocking pool)",
       () => Promise.resolve("deno-nonblocking"),
     ),
@@ -539,7 +565,7 @@ const candidates: Candidate[] = isBun
       "no epoll, no helper, no poller",
       "unixconn",
     ),
-  ];
+  ]).filter((c) => only.test(c.name));
 
 // ---- run -----------------------------------------------------------------------------------
 
@@ -570,6 +596,7 @@ for (let r = 0; r < rounds; r++) {
   const rotated = [...order.slice(shift), ...order.slice(0, shift)];
   const roundMedian = new Map<number, { median: number; p99: number }>();
   for (const k of rotated) {
+    process.stderr.write(`round ${r + 1}/${rounds}: ${k < 0 ? "C" : candidates[k].name}\n`);
     if (k < 0) lib.wk_c_baseline(iters, MIN, MAX);
     else await runners[k].run();
     const xs = latencies(lib, iters);
@@ -585,7 +612,6 @@ for (let r = 0; r < rounds; r++) {
     rows[k].ratios.push(m.median / c.median);
     rows[k].p99ratios.push(m.p99 / c.p99);
   }
-  process.stderr.write(`round ${r + 1}/${rounds} done\n`);
 }
 
 for (const r of runners) await r.close();

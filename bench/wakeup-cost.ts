@@ -10,7 +10,7 @@
  * 4. a `cq.wait()`-style event wait (`awaitCompletions`, strategy "event", with a timeout) on a
  *    simulated CQ whose completion channel is an eventfd: arm, poll, wait, wake, poll.
  *
- * Prints the median of several rounds, in ns or µs per wait.
+ * Every item runs once per round, rounds interleaved; prints the median and range per wait.
  *
  *   deno run -A bench/wakeup-cost.ts [rounds=5]      bun bench/wakeup-cost.ts [rounds=5]
  */
@@ -33,18 +33,20 @@ const drain = (fd: number) => {
   cell.view.setBigUint64(0, 1n, true);
 };
 
-async function perOp(count: number, body: () => Promise<void>): Promise<number> {
-  const xs: number[] = [];
-  for (let r = 0; r < rounds; r++) {
-    const t0 = performance.now();
-    for (let i = 0; i < count; i++) await body();
-    xs.push((performance.now() - t0) / count);
-  }
-  return xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+interface Item {
+  name: string;
+  unit: "ns" | "µs";
+  count: number;
+  body: () => Promise<void>;
+  close?: () => void;
+  times: number[];
 }
-
-const ns = (ms: number) => `${(ms * 1e6).toFixed(0).padStart(7)} ns`;
-const us = (ms: number) => `${(ms * 1e3).toFixed(2).padStart(7)} µs`;
+const items: Item[] = [];
+function item(name: string, unit: "ns" | "µs", count: number, body: () => Promise<void>) {
+  const it: Item = { name, unit, count, body, times: [] };
+  items.push(it);
+  return it;
+}
 
 const ac = new AbortController();
 const optionSets: Array<[string, WaitOptions | undefined]> = [
@@ -54,17 +56,14 @@ const optionSets: Array<[string, WaitOptions | undefined]> = [
   ["signal + timeout", { signal: ac.signal, timeout: 60_000 }],
 ];
 
-console.log(`${runtimeName}: cost of a wait besides the wake-up (median of ${rounds} rounds)`);
-
 // 1. the WaitList alone
 for (const [name, options] of optionSets) {
   const list = new WaitList();
-  const t = await perOp(100_000, () => {
+  item(`1. WaitList add+resolve+await, ${name}`, "ns", 100_000, () => {
     const p = list.add(options);
     list.resolveAll();
     return p;
   });
-  console.log(`1. WaitList add+resolve+await, ${name.padEnd(17)} ${ns(t)}`);
 }
 
 // 2. + the poller's hold (waiter want(true)/want(false) per wait), per waiter kind
@@ -73,13 +72,11 @@ for (const kind of waiterKinds()) {
   const poller = new Poller();
   useWaiter();
   const list = new WaitList(poller);
-  const t = await perOp(20_000, () => {
+  item(`2. + poller hold [${poller.backend}]`, "ns", 20_000, () => {
     const p = list.add();
     list.resolveAll();
     return p;
-  });
-  console.log(`2. + poller hold [${poller.backend}]`.padEnd(49) + ns(t));
-  poller.close();
+  }).close = () => poller.close();
 }
 
 // 3. a whole self-signalled wait through the poller, per waiter kind
@@ -90,15 +87,15 @@ for (const kind of waiterKinds()) {
     useWaiter();
     const fd = n.libc.eventfd(0, EFD_NONBLOCK);
     const watch = poller.register(fd);
-    const t = await perOp(5_000, async () => {
+    item(`3. self-signalled poller wait [${poller.backend}], ${name}`, "µs", 5_000, async () => {
       signal(fd);
       await watch.readable(options);
       drain(fd);
-    });
-    console.log(`3. self-signalled poller wait [${poller.backend}], ${name}`.padEnd(49) + us(t));
-    watch.close();
-    poller.close();
-    n.libc.close(fd);
+    }).close = () => {
+      watch.close();
+      poller.close();
+      n.libc.close(fd);
+    };
   }
 }
 
@@ -140,14 +137,39 @@ for (const kind of waiterKinds()) {
   useWaiter();
   const channel = new Channel();
   const cq = new Cq(channel);
-  const t = await perOp(5_000, async () => {
+  item(`4. cq.wait()-style event wait [${poller.backend}]`, "µs", 5_000, async () => {
     const p = awaitCompletions(cq, { strategy: "event", timeout: 60_000, poller });
     cq.complete();
     await p;
-  });
-  console.log(`4. cq.wait()-style event wait [${poller.backend}]`.padEnd(49) + us(t));
-  unwatchChannel(channel);
-  poller.close();
-  n.libc.close(channel.fd);
+  }).close = () => {
+    unwatchChannel(channel);
+    poller.close();
+    n.libc.close(channel.fd);
+  };
+}
+
+// interleaved rounds: every item once per round
+for (let r = 0; r < rounds; r++) {
+  for (const it of items) {
+    const t0 = performance.now();
+    for (let i = 0; i < it.count; i++) await it.body();
+    it.times.push((performance.now() - t0) / it.count);
+  }
+}
+for (const it of items) it.close?.();
+
+const scale = (it: Item, ms: number) => it.unit === "ns" ? ms * 1e6 : ms * 1e3;
+const digits = (it: Item) => it.unit === "ns" ? 0 : 2;
+console.log(
+  `${runtimeName}: cost of a wait besides the wake-up, per wait: median (range) of ${rounds} ` +
+    `interleaved rounds`,
+);
+for (const it of items) {
+  const xs = it.times.map((t) => scale(it, t)).sort((a, b) => a - b);
+  const d = digits(it);
+  console.log(
+    `${it.name.padEnd(58)} ${xs[xs.length >> 1].toFixed(d).padStart(8)} ${it.unit}` +
+      `  (${xs[0].toFixed(d)}–${xs[xs.length - 1].toFixed(d)})`,
+  );
 }
 process.exit(0);

@@ -1,7 +1,28 @@
 /**
- * Bun's epoll waiter: Bun has no nonblocking FFI calls, so a Worker blocks in
- * `epoll_wait` and posts to the JS thread (see `epoll-worker.ts`; its source is inlined). The Worker is ref'd
- * only while the poller wants events, so an idle process exits by itself.
+ * Bun's epoll waiters. Bun has no nonblocking FFI calls, but its event loop adopts any fd with
+ * `Bun.connect({ fd })`, so the JS thread itself can be woken by the kernel, with no helper
+ * thread:
+ *
+ * - `bun-uring` (default): a private io_uring polls the epoll fd and, when the set is ready,
+ *   sends one byte into a socketpair whose other end Bun adopted once (`wait-uring.ts`).
+ * - `bun-socket` (where io_uring is missing or forbidden): Bun adopts a duplicate of the epoll
+ *   fd itself; when the set is ready Bun's `recv` on it fails (ENOTSOCK) and Bun closes it — the
+ *   `close` handler is the wake-up — and a fresh duplicate is adopted while events are wanted.
+ * - `bun-worker` (where `Bun.connect` cannot adopt an fd; the previous default): a Worker
+ *   blocks in `epoll_wait` and posts to the JS thread (`epoll-worker.ts`, its source inlined).
+ *
+ * The adopted socket (or the Worker) is ref'd only while the poller wants events, so an idle
+ * process exits by itself; the ring never keeps it alive.
+ *
+ * Measured with `bench/waiters.ts` on the host (2026-11-23, Bun 1.4.5, 2-vCPU AMD EPYC VM,
+ * Linux 6.18, shared; 2,000 wakes × 7 interleaved rounds, medians, ratio to a C thread in
+ * `epoll_wait` in the same round): `bun-uring` 28.8 µs (2.93×), `bun-socket` 30.3 µs (2.97×),
+ * `bun-worker` 55.4 µs (5.62×), Worker + `Atomics.waitAsync` 5.03×, Worker writing a socket Bun
+ * watches 5.55×, a `cc()`-built pthread calling a `threadsafe` JSCallback 3.12× (needs a
+ * compiler at run time), and Bun's own floor — a C thread writing a socket Bun watches, no
+ * epoll and no poller — 21.4 µs (2.14×). The two paths without a helper thread wake alike;
+ * `bun-uring` is the default because a wait costs ~2.5 µs less (`bench/wakeup-cost.ts`,
+ * self-signalled wait 8.9 vs 11.3 µs: no adoption per wake). See `poller/README.md`.
  *
  * @module
  */
@@ -126,6 +147,8 @@ interface BunConnect {
 }
 
 const F_DUPFD_CLOEXEC = 1030;
+/** Consecutive wakes with nothing ready after which the socket path is given up. */
+const MAX_EMPTY_WAKES = 64;
 
 /** `Bun` with `connect`, when this Bun has it. */
 function bunConnect(): BunConnect | undefined {
@@ -153,6 +176,7 @@ class BunSocketWaiter implements EpollWaiter {
   #closed = false;
   #fallback: EpollWaiter | null = null;
   #handlers: AdoptHandlers;
+  #emptyWakes = 0;
 
   constructor(o: WaiterOptions, bun: BunConnect) {
     this.#o = o;
@@ -212,19 +236,25 @@ class BunSocketWaiter implements EpollWaiter {
       libc.close(fd);
       return this.#fail();
     }
-    if (this.#socket) this.#adopting = false;
-    pending.then((socket) => {
-      // a Bun that opens adopted sockets later than inside connect()
-      if (!this.#adopting) return;
+    if (this.#socket) {
       this.#adopting = false;
-      if (this.#closed || this.#fallback) return socket.terminate();
-      this.#socket = socket;
-      if (!this.#wanted) socket.unref();
-    }, () => {
-      this.#adopting = false;
-      this.#fail();
-    });
+      pending.catch(this.#refused);
+    } else pending.then(this.#openedLate, this.#refused);
   }
+
+  /** A Bun that opens adopted sockets later than inside `connect()`. */
+  #openedLate = (socket: AdoptedSocket): void => {
+    if (!this.#adopting) return;
+    this.#adopting = false;
+    if (this.#closed || this.#fallback) return void socket.terminate();
+    this.#socket = socket;
+    if (!this.#wanted) socket.unref();
+  };
+
+  #refused = (): void => {
+    this.#adopting = false;
+    this.#fail();
+  };
 
   /** The adopted duplicate became readable (and Bun closed it), or Bun gave up on it. */
   #ready(socket: AdoptedSocket): void {
@@ -236,12 +266,18 @@ class BunSocketWaiter implements EpollWaiter {
     const libc = native().libc;
     const view = this.#events.view;
     const fds = this.#fds;
+    let total = 0;
     for (;;) {
       const n = libc.epoll_wait(epfd, this.#events.ptr, maxEvents, 0);
       for (let i = 0; i < n; i++) fds[i] = view.getInt32(i * eventSize + dataOffset, true);
       if (n > 0) onEvents(fds, n);
+      total += Math.max(0, n);
       if (n < maxEvents || this.#closed) break;
     }
+    // a wake with nothing ready happens (an fd drained meanwhile), but not many in a row: if Bun
+    // closed adopted fds without their being readable, adopting again would spin
+    if (total > 0) this.#emptyWakes = 0;
+    else if (++this.#emptyWakes > MAX_EMPTY_WAKES) return this.#fail();
     if (this.#wanted && !this.#closed && !this.#socket && !this.#adopting) this.#adopt();
   }
 
@@ -259,7 +295,7 @@ class BunSocketWaiter implements EpollWaiter {
 let uringCalls: UringCalls | null | undefined;
 
 /** The raw calls of the io_uring link, bound once (null if libc cannot be opened). */
-function bindUring(): UringCalls | null {
+export function bindUring(): UringCalls | null {
   if (uringCalls !== undefined) return uringCalls;
   const { i64, i32, u64, ptr } = FFIType;
   for (const path of LIBRARIES.libc.sonames) {
@@ -374,33 +410,37 @@ class BunUringWaiter implements EpollWaiter {
     this.#link.close();
   }
 
+  /** The link or the adopted socket failed: wait through the socket or the Worker path. */
   #fail(): void {
     if (this.#fallback || this.#closed) return;
-    const fallback = this.#fallback = new BunWorkerWaiter(this.#o);
+    const fallback = this.#fallback = socketOrWorker(this.#o);
     this.#teardown();
     if (this.#wanted) fallback.want(true);
   }
 }
 
-/** The io_uring waiter, or the Worker one where io_uring or `Bun.connect` is missing. */
-function uringOrWorker(o: WaiterOptions): EpollWaiter {
+/** The socket waiter, or the Worker one where `Bun.connect` is missing. */
+function socketOrWorker(o: WaiterOptions): EpollWaiter {
   const bun = bunConnect();
-  const calls = bindUring();
-  const link = bun && calls ? EpollLink.open(calls, o.epfd) : null;
-  return link && bun ? new BunUringWaiter(o, link, bun) : new BunWorkerWaiter(o);
+  return bun ? new BunSocketWaiter(o, bun) : new BunWorkerWaiter(o);
 }
 
-/** Bun's waiters by kind, the default first. */
+/** The io_uring waiter, else the socket waiter, else the Worker one. */
+function uringOrSocket(o: WaiterOptions): EpollWaiter {
+  const bun = bunConnect();
+  const calls = bun ? bindUring() : null;
+  const link = bun && calls ? EpollLink.open(calls, o.epfd) : null;
+  return link && bun ? new BunUringWaiter(o, link, bun) : socketOrWorker(o);
+}
+
+/** Bun's waiters by kind, the default first (each falls back to the ones after it). */
 export const WAITERS: Readonly<Record<string, (options: WaiterOptions) => EpollWaiter>> = {
-  "bun-socket": (o) => {
-    const bun = bunConnect();
-    return bun ? new BunSocketWaiter(o, bun) : new BunWorkerWaiter(o);
-  },
-  "bun-uring": uringOrWorker,
+  "bun-uring": uringOrSocket,
+  "bun-socket": socketOrWorker,
   "bun-worker": (o) => new BunWorkerWaiter(o),
 };
 
-/** Creates Bun's default waiter: the socket path, or the Worker path where Bun lacks it. */
+/** Creates Bun's default waiter: io_uring, else the adopted epoll fd, else the Worker. */
 export function createWaiter(options: WaiterOptions): EpollWaiter {
-  return WAITERS["bun-socket"](options);
+  return uringOrSocket(options);
 }

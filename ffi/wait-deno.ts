@@ -1,7 +1,23 @@
 /**
- * Deno's epoll waiter: exactly one `nonblocking: true` `epoll_wait` in flight, and only
- * while the poller wants events (an in-flight call keeps the process alive and holds one
- * of the blocking pool's threads). Cancelled by writing the poller's eventfd.
+ * Deno's epoll waiters:
+ *
+ * - `deno-nonblocking` (default): exactly one `nonblocking: true` `epoll_wait` in flight, and
+ *   only while the poller wants events (an in-flight call keeps the process alive and holds one
+ *   of the blocking pool's threads). Cancelled by writing the poller's eventfd.
+ * - `deno-uring`: a private io_uring polls the epoll fd and sends one byte into a socketpair
+ *   whose other end `node:net` watches (`wait-uring.ts`; Deno's `node:net` adopts socket fds but
+ *   refuses an epoll fd or an eventfd). Falls back to `deno-nonblocking` if the link fails.
+ *
+ * Why the nonblocking call stays the default, measured with `bench/waiters.ts` on the host
+ * (2026-11-23, Deno 2.9.6, 2-vCPU AMD EPYC VM, Linux 6.18, shared; 2,000 wakes × 7 interleaved
+ * rounds, medians, ratio to a C thread in `epoll_wait` in the same round): `deno-nonblocking`
+ * 35.1 µs (3.38×), `deno-uring` 49.9 µs (5.04×), Worker + postMessage 7.88×, Worker +
+ * `Atomics.waitAsync` 5.70×, Worker writing a socket `node:net` watches 6.07× (and a Deno
+ * Worker cannot be unref'd), a native thread calling `UnsafeCallback.threadSafe` 3.21× vs 3.61×
+ * in its own run (needs a compiler at run time; it crashed Deno once). Deno's own floor — a C
+ * thread writing a socket that `node:net` or `Deno.UnixConn` reads, no epoll and no poller — is
+ * 33.4 and 32.5 µs (3.56×, 3.40×): the nonblocking call already wakes as fast as Deno wakes for
+ * its own sockets. See `poller/README.md`.
  *
  * @module
  */
@@ -120,7 +136,7 @@ class DenoWaiter implements EpollWaiter {
 let uringCalls: UringCalls | null | undefined;
 
 /** The raw calls of the io_uring link, bound once (null if libc cannot be opened). */
-function bindUring(): UringCalls | null {
+export function bindUring(): UringCalls | null {
   if (uringCalls !== undefined) return uringCalls;
   for (const path of LIBRARIES.libc.sonames) {
     try {
@@ -306,11 +322,11 @@ function uringOrNonblocking(o: WaiterOptions): EpollWaiter {
 
 /** Deno's waiters by kind, the default first. */
 export const WAITERS: Readonly<Record<string, (options: WaiterOptions) => EpollWaiter>> = {
-  "deno-uring": uringOrNonblocking,
   "deno-nonblocking": (o) => new DenoWaiter(o),
+  "deno-uring": uringOrNonblocking,
 };
 
-/** Creates Deno's default waiter. */
+/** Creates Deno's default waiter (the nonblocking path: see the measurements above). */
 export function createWaiter(options: WaiterOptions): EpollWaiter {
-  return uringOrNonblocking(options);
+  return new DenoWaiter(options);
 }

@@ -7,6 +7,11 @@
  * `node:net` accepts sockets and pipes only — is woken by its own event loop with no helper
  * thread. Runtime-neutral: each runtime binds the raw calls ({@link UringCalls}).
  *
+ * The task work is delivered like a signal without a handler: it ends the JS thread's
+ * `epoll_wait` early with EINTR (event loops retry it; other system calls restart by themselves)
+ * and runs before the thread returns to user space, so by the time the runtime reads the byte
+ * both completions are in the completion ring.
+ *
  * The ring is four entries deep; at most one poll (and its send) is in flight. The ABI used
  * (`io_uring_params`, 64-byte SQEs, 16-byte CQEs, syscalls 425/426) is the same on x86-64 and
  * aarch64. {@link EpollLink.open} checks everything it relies on once (POLL_ADD, links, SEND:

@@ -1,17 +1,26 @@
 /**
- * The per-runtime "wait for epoll" backend behind one interface. The poller owns an
- * epoll set and a wake eventfd; a waiter blocks in `epoll_wait` on that set somewhere
- * other than the JS thread and hands the ready fds to the JS thread:
+ * The per-runtime "wait for epoll" backend behind one interface. The poller owns an epoll set
+ * and a wake eventfd; a waiter learns when the set is ready without blocking the JS thread and
+ * hands the ready fds to the JS thread. The kinds (measurements and reasons: `poller/README.md`,
+ * "Waiters"; `Poller.backend` says which one is active):
  *
- * - Deno: one `nonblocking: true` `epoll_wait` call (it runs on Deno's blocking pool),
- *   in flight only while the poller wants events; cancelled by a write to the eventfd.
- * - Bun: a Worker blocking in `epoll_wait` that posts to the JS thread and waits until
- *   the JS thread has taken the fds; the Worker is unref'd while nothing is awaited.
+ * - `bun-uring` (Bun's default): a private io_uring polls the epoll fd and sends one byte into a
+ *   socketpair whose other end Bun's event loop watches (`wait-uring.ts`); no helper thread.
+ * - `bun-socket` (Bun's fallback where io_uring is unavailable): Bun's event loop watches a
+ *   duplicate of the epoll fd itself, adopted with `Bun.connect({ fd })`.
+ * - `bun-worker` (the last fallback): a Worker blocked in `epoll_wait` posts to the JS thread.
+ * - `deno-nonblocking` (Deno's default): one `nonblocking: true` `epoll_wait` call (Deno's
+ *   blocking pool), in flight only while the poller wants events; cancelled through the eventfd.
+ * - `deno-uring`: the io_uring path, the socket read through `node:net`.
  *
- * Selected by runtime with a top-level dynamic import, like `native.ts`.
+ * Whatever the kind, nothing keeps the process alive while no event is wanted, and `close`
+ * releases every fd the waiter opened. Selected by runtime with a top-level dynamic import, like
+ * `native.ts`; {@link useWaiter} picks another kind for pollers created afterwards.
  *
  * @module
  */
+
+import type { UringCalls } from "./wait-uring.ts";
 
 /** `EPOLLIN` (readable). */
 export const EPOLLIN = 0x001;
@@ -68,6 +77,8 @@ export interface EpollWaiter {
 export type WaiterFactory = (options: WaiterOptions) => EpollWaiter;
 
 interface Backend {
+  /** The raw calls of the io_uring link (`wait-uring.ts`), or null. */
+  bindUring(): UringCalls | null;
   /** Every waiter this runtime offers, by kind, the default first. */
   readonly WAITERS: Readonly<Record<string, WaiterFactory>>;
   /** The default waiter (it may fall back to another kind when a runtime lacks something). */
@@ -100,6 +111,11 @@ export function useWaiter(kind?: string | WaiterFactory): void {
     throw new RangeError(`unknown waiter "${kind}" (this runtime has ${waiterKinds().join(", ")})`);
   }
   chosen = factory;
+}
+
+/** The running runtime's raw calls for `wait-uring.ts` (null if libc cannot be bound). */
+export function uringCalls(): UringCalls | null {
+  return backend.bindUring();
 }
 
 /** Creates the waiter of the running runtime (or the one chosen by {@link useWaiter}). */

@@ -101,8 +101,10 @@ export class Poller implements HoldCounter {
   }
 
   /**
-   * The waiting path in use: `"deno-nonblocking"`, `"bun-socket"` or `"bun-worker"` (see
-   * `ffi/wait.ts`). A waiter that had to fall back reports the path it fell back to.
+   * The waiting path in use (see `poller/README.md`, "Waiters"): by default
+   * `"deno-nonblocking"` in Deno and `"bun-socket"` in Bun (`"bun-worker"` where Bun cannot
+   * adopt the epoll fd); `"deno-uring"` and `"bun-uring"` when chosen. A waiter that had to fall
+   * back reports the path it fell back to.
    */
   get backend(): string {
     return this.#waiter.kind;

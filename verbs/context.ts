@@ -12,7 +12,11 @@ import { Errno } from "../types/errno.ts";
 import { describe } from "../types/check.ts";
 import { withDeviceList } from "./devices.ts";
 import { nativeError, throwErrno } from "../ffi/errors.ts";
-import { NativeResource } from "../ffi/resource.ts";
+import { checkResource, NativeResource } from "../ffi/resource.ts";
+import { NativeBlock } from "../ffi/memory.ts";
+import { type AhAttrData, decodeAhAttr } from "./ah.ts";
+import { MemoryRegion } from "./mr.ts";
+import { WorkCompletion } from "./wc.ts";
 import { setNonBlocking } from "../ffi/fd.ts";
 import { type DeviceAttr, type DeviceAttrEx, queryDevice, queryDeviceEx } from "./device-attr.ts";
 import {
@@ -26,6 +30,8 @@ import {
 } from "./port-attr.ts";
 import { ProtectionDomain } from "./pd.ts";
 import { CompletionQueue, type CqInit } from "./cq.ts";
+import { type CompletionQueueEx, type CqExInit, makeCqEx } from "./cq-ex.ts";
+import { openXrcd, type XrcdInit, type XrcDomain } from "./xrc.ts";
 import { CompletionChannel } from "./channel.ts";
 import { type AsyncEvent, readAsyncEvent } from "./async-event.ts";
 
@@ -41,7 +47,18 @@ export type ContextOp =
   | "bind_mw";
 
 /** The `verbs_context` members this library calls. */
-export type ExtendedOp = "query_port" | "query_device_ex" | "create_cq_ex" | "create_qp_ex";
+export type ExtendedOp =
+  | "query_port"
+  | "query_device_ex"
+  | "create_cq_ex"
+  | "create_qp_ex"
+  | "open_xrcd"
+  | "close_xrcd"
+  | "create_srq_ex"
+  | "get_srq_num"
+  | "open_qp"
+  | "advise_mr"
+  | "alloc_null_mr";
 
 let objectsOf: (ctx: Context) => Map<bigint, NativeResource>;
 
@@ -138,6 +155,67 @@ export class Context extends NativeResource {
   /** Creates a completion queue. */
   createCq(init: CqInit): CompletionQueue {
     return new CompletionQueue(this, init);
+  }
+
+  /**
+   * `ibv_open_xrcd`: an XRC domain (XRC SRQs and receive QPs). Providers without XRC
+   * (soft-RoCE, soft-iWARP) raise UnsupportedError.
+   */
+  openXrcd(init: XrcdInit = {}): XrcDomain {
+    this.assertOpen();
+    return openXrcd(this, init);
+  }
+
+  /**
+   * `ibv_init_ah_from_wc`: the address attributes that reply to the sender of a received UD
+   * completion (`wc`, a CQ's cursor; `grh`: the receive buffer's first 40 bytes, by MR and
+   * offset), for `pd.createAh` or a QP's path.
+   */
+  initAhFromWc(
+    wc: WorkCompletion,
+    grh: { readonly mr: MemoryRegion; readonly offset?: number },
+    port: number,
+  ): AhAttrData {
+    this.assertOpen();
+    if (!(wc instanceof WorkCompletion)) {
+      throw new InvalidArgumentError("wc must be a CQ's WorkCompletion cursor");
+    }
+    if (typeof grh !== "object" || grh === null) {
+      throw new InvalidArgumentError("grh must be { mr, offset }");
+    }
+    const mr = checkResource(grh.mr, MemoryRegion, "grh.mr");
+    if (mr.pd.context !== this) throw new InvalidArgumentError("grh.mr is on another device");
+    const off = grh.offset ?? 0;
+    if (!Number.isInteger(off) || off < 0 || off + 40 > mr.length) {
+      throw new InvalidArgumentError("the GRH (40 bytes) must lie inside the MR");
+    }
+    if (!Number.isInteger(port) || port < 1 || port > 255) {
+      throw new InvalidArgumentError(`port must be 1..255, got ${port}`);
+    }
+    const n = native();
+    return NativeBlock.with(layouts().ibv_ah_attr.size, (b) => {
+      const rc = n.ibverbs.ibv_init_ah_from_wc(
+        this.ptr,
+        port,
+        wc.pointer,
+        n.pointer(mr.addrNumber + off),
+        b.ptr,
+      );
+      if (rc !== 0) {
+        throw nativeError("ibv_init_ah_from_wc", n.errno() || Math.abs(rc), this.deviceName);
+      }
+      return decodeAhAttr(b.view, 0);
+    });
+  }
+
+  /**
+   * `ibv_create_cq_ex`: an extended CQ reporting the fields of `init.wcFlags` (completion
+   * timestamps among them). Throws UnsupportedError when the provider has no extended CQs or
+   * not the fields asked for.
+   */
+  createCqEx(init: CqExInit): CompletionQueueEx {
+    this.assertOpen();
+    return makeCqEx(this, init);
   }
 
   /**

@@ -55,6 +55,27 @@ export const TRACKED_WR_ID_BASE: bigint = 1n << 62n;
 
 const POLL_BATCH_MAX = 4096;
 
+/**
+ * How a subclass creates its native CQ (e.g. `ibv_create_cq_ex`) and polls it instead of
+ * `ibv_poll_cq` (module-private to the library).
+ */
+export interface CqCreator {
+  /** Creates the native CQ after the checks passed; throws a typed error on failure. */
+  readonly create: () => NativePointer;
+  /**
+   * Given the CQ's native `struct ibv_wc` array, returns the poll that fills it (up to `max`
+   * entries, returning how many); absent: `ibv_poll_cq`.
+   */
+  readonly poller?: (wcs: NativeBlock, batch: number) => (max: number) => number;
+}
+
+let creating: CqCreator | null = null;
+
+/** Makes the next CQ constructed (a subclass's `super()` right after this) use `creator`. */
+export function createNext(creator: CqCreator): void {
+  creating = creator;
+}
+
 let targetsOf: (cq: CompletionQueue) => Map<number, CompletionTarget>;
 let eventNoted: (cq: CompletionQueue, batch: number) => void;
 let pumpOf: (cq: CompletionQueue) => CompletionPump;
@@ -85,6 +106,7 @@ export class CompletionQueue extends NativeResource {
   readonly #cqView: DataView;
   readonly #targets = new Map<number, CompletionTarget>();
   #pollMax: number;
+  readonly #custom: ((max: number) => number) | null;
   #unacked = 0;
   #pump: CompletionPump | null = null;
   #tags = 0n;
@@ -105,6 +127,8 @@ export class CompletionQueue extends NativeResource {
 
   /** Creates a CQ; prefer `context.createCq()`. */
   constructor(context: Context, init: CqInit) {
+    const creator = creating;
+    creating = null;
     checkResource(context, Context, "context");
     checkObject("CQ init", init);
     if (init.channel !== undefined) {
@@ -122,7 +146,7 @@ export class CompletionQueue extends NativeResource {
     );
     const vector = checkInteger("compVector", init.compVector ?? 0, 0, 0x7fffffff);
     const n = native();
-    const cq = n.ibverbs.ibv_create_cq(
+    const cq = creator ? creator.create() : n.ibverbs.ibv_create_cq(
       context.ptr,
       init.cqe,
       null,
@@ -140,6 +164,7 @@ export class CompletionQueue extends NativeResource {
     this.#wcs = new NativeBlock(L.ibv_wc.size * this.pollBatch, 64);
     this.wc = new WorkCompletion(this.#wcs.view, this.#wcs.ptr);
     this.#pollMax = this.pollBatch;
+    this.#custom = creator?.poller?.(this.#wcs, this.pollBatch) ?? null;
     this.#poll = n.prepareCall(context.op("poll_cq")!, IBVERBS_OPS.poll_cq, [
       cq,
       this.pollBatch,
@@ -167,7 +192,7 @@ export class CompletionQueue extends NativeResource {
       this.#pollMax = max;
       this.#poll.setArg(1, max);
     }
-    const got = this.#poll.call();
+    const got = this.#custom ? this.#custom(this.#pollMax) : this.#poll.call();
     if (got < 0) throw nativeError("ibv_poll_cq", Errno.EIO, `returned ${got}`);
     return got;
   }

@@ -53,20 +53,38 @@ export type {
 export type { GidEntry, PortAttr } from "./port-attr.ts";
 export { type DeviceInfo, listDevices } from "./devices.ts";
 export { ProtectionDomain } from "./pd.ts";
-export { checkAccess, MemoryRegion, type RegisterOptions, type RemoteAddress } from "./mr.ts";
-export { MemoryWindow } from "./mw.ts";
+export {
+  checkAccess,
+  type DmabufRange,
+  MemoryRegion,
+  type RegisterOptions,
+  type RemoteAddress,
+  type ReregOptions,
+} from "./mr.ts";
+export { MemoryWindow, type MwBindOptions } from "./mw.ts";
 export { CompletionQueue, type CqInit, TRACKED_WR_ID_BASE } from "./cq.ts";
+export { CompletionQueueEx, type CqExInit, WC_STANDARD_FLAGS } from "./cq-ex.ts";
 export { CompletionChannel } from "./channel.ts";
 export { WorkCompletion, type WorkCompletionData } from "./wc.ts";
 export { type QpTransitionOptions, QueuePair, type RemoteEndpoint } from "./qp.ts";
 export type { CreatableQpType, GrantedCap, QpCap, QpInit } from "./qp-init.ts";
 export type { QpAttr, QpAttrs } from "./qp-attr.ts";
+export {
+  type ExQpType,
+  PreparedSendEx,
+  type QpExInit,
+  QueuePairEx,
+  type SendWrEx,
+  type XrcTarget,
+} from "./qp-ex.ts";
 export { SharedReceiveQueue, type SrqAttr, type SrqInit } from "./srq.ts";
+export { type XrcdInit, XrcDomain, XrcRecvQp, XrcSrq, type XrcSrqInit } from "./xrc.ts";
 export { AddressHandle, type AhAttr, type AhAttrData, type GlobalRoute } from "./ah.ts";
 export {
   type AtomicCmpSwpWr,
   type AtomicFetchAddWr,
   type BindMwWr,
+  type InlineData,
   type LocalInvWr,
   type MwBind,
   OPCODE_RULES,

@@ -4,17 +4,29 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { AccessFlags, type MwType } from "../types/enums.ts";
+import { AccessFlags, AdviseMrAdvice, AdviseMrFlags, type MwType } from "../types/enums.ts";
+import { Errno } from "../types/errno.ts";
 import { asBytes, type Bytes } from "../types/bytes.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
-import { throwErrno, throwReturned } from "../ffi/errors.ts";
+import { nativeError, throwErrno, throwReturned } from "../ffi/errors.ts";
+import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
+import { type Sge, sgeLength, sgeProblem } from "./wr.ts";
 import { checkResource, NativeResource } from "../ffi/resource.ts";
-import { type MemoryRegion, registerArray, registerBlock, type RegisterOptions } from "./mr.ts";
+import {
+  allocNullMr,
+  type DmabufRange,
+  type MemoryRegion,
+  registerArray,
+  registerBlock,
+  registerDmabuf,
+  type RegisterOptions,
+} from "./mr.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { MemoryWindow } from "./mw.ts";
 import { QueuePair } from "./qp.ts";
+import { makeQpEx, type QpExInit, type QueuePairEx } from "./qp-ex.ts";
 import type { QpInit } from "./qp-init.ts";
 import { SharedReceiveQueue, type SrqInit } from "./srq.ts";
 import { type AddressHandle, type AhAttr, createAh, createAhFromWc } from "./ah.ts";
@@ -68,6 +80,87 @@ export class ProtectionDomain extends NativeResource {
     return registerArray(this, array, o.access, o.iova);
   }
 
+  /**
+   * `ibv_reg_dmabuf_mr`: registers a range of a dma-buf (a GPU buffer, a udmabuf, ...) by its
+   * file descriptor. The MR has no `buffer`; its SGE addresses are I/O virtual addresses from
+   * `range.iova`. Providers without it raise UnsupportedError.
+   */
+  registerDmabuf(range: DmabufRange, options: { readonly access?: number } = {}): MemoryRegion {
+    this.assertOpen();
+    if (typeof range !== "object" || range === null) {
+      throw new InvalidArgumentError("registerDmabuf: range must be { fd, offset, length, iova }");
+    }
+    if (!Number.isInteger(range.fd) || range.fd < 0) {
+      throw new InvalidArgumentError(
+        `registerDmabuf: fd must be a file descriptor, got ${range.fd}`,
+      );
+    }
+    if (!Number.isSafeInteger(range.length) || range.length <= 0) {
+      throw new InvalidArgumentError(
+        `registerDmabuf: length must be positive, got ${range.length}`,
+      );
+    }
+    for (const k of ["offset", "iova"] as const) {
+      const v = range[k];
+      if (
+        v !== undefined && !(typeof v === "bigint" ? v >= 0n : Number.isSafeInteger(v) && v >= 0)
+      ) {
+        throw new InvalidArgumentError(`registerDmabuf: ${k} must be a U64, got ${v}`);
+      }
+    }
+    const o = registerOptions(options);
+    return registerDmabuf(this, range, o.access);
+  }
+
+  /**
+   * `ibv_alloc_null_mr`: an MR whose lkey reads zeros and drops writes (padding, discarding
+   * data). Providers without it raise UnsupportedError.
+   */
+  allocNullMr(): MemoryRegion {
+    this.assertOpen();
+    return allocNullMr(this);
+  }
+
+  /**
+   * `ibv_advise_mr`: asks the provider to prefetch the pages of on-demand-paging MRs behind
+   * `sg` (`AdviseMrAdvice.PREFETCH`, `PREFETCH_WRITE`, `PREFETCH_NO_FAULT`; `flags`:
+   * `AdviseMrFlags.FLUSH` waits for it). Providers without it raise UnsupportedError.
+   */
+  adviseMr(advice: AdviseMrAdvice, sg: readonly Sge[], flags = 0): void {
+    this.assertOpen();
+    if (!(Object.values(AdviseMrAdvice) as number[]).includes(advice)) {
+      throw new InvalidArgumentError(`adviseMr: unknown advice ${advice}`);
+    }
+    if (!Number.isInteger(flags) || flags < 0 || (flags & ~AdviseMrFlags.FLUSH) !== 0) {
+      throw new InvalidArgumentError(`adviseMr: flags must be AdviseMrFlags bits, got ${flags}`);
+    }
+    if (!Array.isArray(sg) || sg.length === 0) {
+      throw new InvalidArgumentError("adviseMr: sg must be a non-empty array of SGEs");
+    }
+    for (const s of sg) {
+      const p = sgeProblem(s, this, false);
+      if (p) throw new InvalidArgumentError(`adviseMr: ${p}`);
+    }
+    const n = native();
+    const fn = this.context.extendedOp("advise_mr");
+    if (!fn) throw nativeError("ibv_advise_mr", Errno.EOPNOTSUPP, "no extended context");
+    const S = layouts().ibv_sge;
+    const rc = NativeBlock.with(S.size * sg.length, (b) => {
+      sg.forEach((s, j) => {
+        const at = j * S.size;
+        b.view.setBigUint64(
+          at + S.fields.addr.offset,
+          BigInt(s.mr.addrNumber + (s.offset ?? 0)),
+          true,
+        );
+        b.view.setUint32(at + S.fields.length.offset, sgeLength(s), true);
+        b.view.setUint32(at + S.fields.lkey.offset, s.mr.lkey, true);
+      });
+      return n.fnPointer(fn, IBVERBS_OPS.advise_mr)(this.ptr, advice, flags, b.ptr, sg.length);
+    });
+    if (rc !== 0) throwReturned("ibv_advise_mr", rc, this.context.deviceName);
+  }
+
   /** Allocates a memory window (type 2 by default). */
   allocMw(type?: MwType): MemoryWindow {
     this.assertOpen();
@@ -78,6 +171,15 @@ export class ProtectionDomain extends NativeResource {
   createQp(init: QpInit): QueuePair {
     this.assertOpen();
     return new QueuePair(this, init);
+  }
+
+  /**
+   * `ibv_create_qp_ex` with `send_ops_flags`: a QP that also posts through the `ibv_wr_*` API
+   * (`postSendEx`, `prepareSendEx`, `wrStart` …). Providers without it raise UnsupportedError.
+   */
+  createQpEx(init: QpExInit): QueuePairEx {
+    this.assertOpen();
+    return makeQpEx(this, init);
   }
 
   /** Creates a shared receive queue. */

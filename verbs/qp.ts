@@ -15,7 +15,7 @@ import { InvalidArgumentError } from "../types/errors.ts";
 import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { checkResource, NativeResource } from "../ffi/resource.ts";
-import type { GidLike } from "./gid.ts";
+import { formatGid, type GidLike, parseGid } from "./gid.ts";
 import { decodeQpAttr, encodeQpAttr, type QpAttr, type QpAttrs } from "./qp-attr.ts";
 import {
   type CheckedQpInit,
@@ -89,11 +89,16 @@ const QUERY_MASK = Object.values(QpAttrMask).reduce((m: number, b) => m | b, 0) 
 const STATE_NAMES: string[] = [];
 for (const v of Object.values(QpState)) STATE_NAMES[v] = enumName(QpState, v, "IBV_QPS_");
 
-/** A QP created elsewhere (rdma_cm) that a {@link QueuePair} wraps instead of creating one. */
+/**
+ * A QP created elsewhere (rdma_cm, or `ibv_create_qp_ex` for a subclass) that a
+ * {@link QueuePair} wraps instead of creating one.
+ */
 interface Adopted {
   readonly ptr: NativePointer;
   readonly cap: GrantedCap;
   readonly destroy: () => void;
+  /** The QP types the init may name (default RC, UC, UD). */
+  readonly types?: readonly QpType[];
 }
 
 let adopting: Adopted | null = null;
@@ -146,7 +151,7 @@ export class QueuePair extends NativeResource {
     const adopted = adopting;
     adopting = null;
     checkResource(pd, ProtectionDomain, "pd");
-    const c: CheckedQpInit = checkQpInit(pd, init);
+    const c: CheckedQpInit = checkQpInit(pd, init, adopted?.types);
     const n = native();
     const L = layouts();
     const [qp, cap] = adopted
@@ -309,7 +314,53 @@ export class QueuePair extends NativeResource {
     this.modify({ qpState: QpState.RESET });
   }
 
+  /**
+   * Why send WRs cannot be posted now apart from the QP state (a subclass's open `ibv_wr_*`
+   * batch holds the send queue), or null.
+   */
+  protected sendBlocked(): string | null {
+    return null;
+  }
+
+  /**
+   * `ibv_attach_mcast`: the UD QP receives the datagrams sent to multicast group `gid`
+   * (`lid` on InfiniBand; 0 on RoCE). Other QP types are refused before the provider.
+   */
+  attachMcast(gid: GidLike, lid = 0): void {
+    this.#mcast("ibv_attach_mcast", gid, lid);
+  }
+
+  /** `ibv_detach_mcast`: stops receiving the datagrams of group `gid`. */
+  detachMcast(gid: GidLike, lid = 0): void {
+    this.#mcast("ibv_detach_mcast", gid, lid);
+  }
+
+  #mcast(op: "ibv_attach_mcast" | "ibv_detach_mcast", gid: GidLike, lid: number): void {
+    this.assertOpen();
+    if (this.type !== QpType.UD) {
+      throw new InvalidArgumentError(`${op}: only UD QPs join multicast groups`);
+    }
+    if (!Number.isInteger(lid) || lid < 0 || lid > 0xffff) {
+      throw new InvalidArgumentError(`${op}: lid must be 0..0xffff, got ${lid}`);
+    }
+    const raw = parseGid(gid);
+    if (!isMulticastGid(raw)) {
+      throw new InvalidArgumentError(
+        `${op}: ${
+          formatGid(raw)
+        } is not a multicast GID (ff00::/8, or ::ffff:224.0.0.0/4 for RoCE v2 over IPv4)`,
+      );
+    }
+    const rc = NativeBlock.with(16, (b) => {
+      b.bytes.set(raw);
+      return native().ibverbs[op](this.ptr, b.ptr, lid);
+    });
+    if (rc !== 0) throwReturned(op, rc, `QP ${this.qpNum}, group ${formatGid(raw)}`);
+  }
+
   #checkSendState(): void {
+    const blocked = this.sendBlocked();
+    if (blocked !== null) throw new InvalidArgumentError(`ibv_post_send: ${blocked}`);
     const s = this.#view.getUint32(this.#stateOffset, true);
     if (s <= QpState.RTR) throw new QpStateError("ibv_post_send", STATE_NAMES[s]);
   }
@@ -423,6 +474,21 @@ export class QueuePair extends NativeResource {
     this.#attr.free();
     if (rc !== 0) throwReturned("ibv_destroy_qp", rc);
   }
+}
+
+/** A multicast GID as the kernel accepts it: IPv6 multicast, or IPv4-mapped 224.0.0.0/4. */
+function isMulticastGid(raw: Uint8Array): boolean {
+  if (raw[0] === 0xff) return true;
+  for (let i = 0; i < 10; i++) if (raw[i] !== 0) return false;
+  return raw[10] === 0xff && raw[11] === 0xff && (raw[12] & 0xf0) === 0xe0;
+}
+
+/**
+ * Makes the next {@link QueuePair} constructed (a subclass's `super()` call, right after this)
+ * wrap `adopted` instead of creating a QP (module-private to the library).
+ */
+export function adoptNext(adopted: Adopted): void {
+  adopting = adopted;
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
  * The native encoding of work requests: a {@link WrList} holds `ibv_send_wr`/`ibv_recv_wr`
- * structs followed by their SGEs in one native block, linked through `next`. Memory-window
+ * structs followed by their SGEs in one native block, linked through `next`. The `inline`
+ * bytes of a WR are copied into its SGE area, behind one SGE that points at them. Memory-window
  * bookkeeping (the rkey a BIND_MW gives its window) sits beside the encoding.
  *
  * @module
@@ -11,7 +12,7 @@ import { NativeBlock, setU64 } from "../ffi/memory.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import type { Layouts } from "../types/layout.ts";
 import { SendFlags, WrOpcode } from "../types/enums.ts";
-import { OPCODE_RULES, type RecvWr, type SendWr, type Sge } from "./wr.ts";
+import { inlineSlots, OPCODE_RULES, type RecvWr, type SendWr, type Sge } from "./wr.ts";
 import { setWindowRkey } from "./mw.ts";
 
 /** A native list of work requests followed by their SGEs. */
@@ -70,6 +71,31 @@ export class WrList {
     return count;
   }
 
+  /**
+   * Writes `bytes` into the SGE area at slot `sgeBase` + 1 and one SGE at slot `sgeBase`
+   * pointing at them (lkey 0: providers copy inline data by address), as `#writeSges` does for
+   * a WR's SGE list. Returns the slots used.
+   */
+  #writeInline(at: number, sgeBase: number, bytes: Uint8Array): number {
+    const L = this.#L;
+    const S = L.ibv_sge.fields;
+    const view = this.block.view;
+    const start = this.wrSize * this.capacity + L.ibv_sge.size * sgeBase;
+    const slots = inlineSlots(bytes.length);
+    const F = L.ibv_send_wr.fields;
+    if (slots > 0) {
+      const data = start + L.ibv_sge.size;
+      this.block.bytes.set(bytes, data);
+      setU64(view, start + S.addr.offset, native().address(this.block.at(data)));
+      view.setUint32(start + S.length.offset, bytes.length, true);
+      view.setUint32(start + S.lkey.offset, 0, true);
+    }
+    this.block.setPointer(at + F.sg_list.offset, slots ? this.block.at(start) : null);
+    view.setInt32(at + F.num_sge.offset, slots ? 1 : 0, true);
+    this.sgeAt.push(start);
+    return slots;
+  }
+
   #link(i: number, count: number, nextOffset: number): void {
     this.block.setPointer(i * this.wrSize + nextOffset, i + 1 < count ? this.wr(i + 1) : null);
   }
@@ -89,9 +115,17 @@ export class WrList {
       const rule = OPCODE_RULES.get(op)!;
       setU64(view, at + F.wr_id.offset, wr.wrId ?? 0);
       this.#link(i, count, F.next.offset);
-      sges += this.#writeSges(at, sges, wr.sg, false);
+      const bytes = "inline" in wr ? wr.inline : undefined;
+      sges += bytes === undefined
+        ? this.#writeSges(at, sges, wr.sg, false)
+        : this.#writeInline(at, sges, bytes);
       view.setUint32(at + F.opcode.offset, op, true);
-      view.setUint32(at + F.send_flags.offset, wr.flags ?? SendFlags.SIGNALED, true);
+      const flags = wr.flags ?? SendFlags.SIGNALED;
+      view.setUint32(
+        at + F.send_flags.offset,
+        bytes === undefined ? flags : flags | SendFlags.INLINE,
+        true,
+      );
       switch (wr.opcode) {
         case WrOpcode.SEND_WITH_IMM:
         case WrOpcode.RDMA_WRITE_WITH_IMM:

@@ -16,6 +16,7 @@
 
 import { AccessFlags, QpType, SendFlags, WrOpcode } from "../types/enums.ts";
 import { isInstance } from "../ffi/resource.ts";
+import { layouts } from "../ffi/native.ts";
 import { MemoryRegion } from "./mr.ts";
 import { MemoryWindow } from "./mw.ts";
 import { AddressHandle } from "./ah.ts";
@@ -79,8 +80,21 @@ export interface SendWrBase {
   readonly sg?: readonly Sge[];
 }
 
+/**
+ * The payload field of the opcodes that carry data (SEND, SEND_WITH_IMM, SEND_WITH_INV,
+ * RDMA_WRITE, RDMA_WRITE_WITH_IMM): the bytes themselves, sent inline, instead of `sg`.
+ */
+export interface InlineData {
+  /**
+   * The message as plain bytes, no MR needed: copied into the work request when it is posted
+   * (or prepared) and sent with `IBV_SEND_INLINE`, which this field implies. At most the QP's
+   * granted `maxInlineData` bytes; not together with `sg`. Empty bytes send a zero-length message.
+   */
+  readonly inline?: Uint8Array;
+}
+
 /** SEND (the default opcode). */
-export interface SendOpWr extends SendWrBase {
+export interface SendOpWr extends SendWrBase, InlineData {
   /** `WrOpcode.SEND` (default). */
   readonly opcode?: typeof WrOpcode.SEND;
   /** UD destination (UD QPs only, required there). */
@@ -88,7 +102,7 @@ export interface SendOpWr extends SendWrBase {
 }
 
 /** SEND_WITH_IMM: a send carrying 32 bits of immediate data. */
-export interface SendWithImmWr extends SendWrBase {
+export interface SendWithImmWr extends SendWrBase, InlineData {
   /** `WrOpcode.SEND_WITH_IMM`. */
   readonly opcode: typeof WrOpcode.SEND_WITH_IMM;
   /** Immediate data in host order (sent in network order). */
@@ -98,7 +112,7 @@ export interface SendWithImmWr extends SendWrBase {
 }
 
 /** SEND_WITH_INV: a send that invalidates an rkey at the receiver. */
-export interface SendWithInvWr extends SendWrBase {
+export interface SendWithInvWr extends SendWrBase, InlineData {
   /** `WrOpcode.SEND_WITH_INV`. */
   readonly opcode: typeof WrOpcode.SEND_WITH_INV;
   /** The rkey the receiver invalidates. */
@@ -106,7 +120,7 @@ export interface SendWithInvWr extends SendWrBase {
 }
 
 /** RDMA_WRITE: local data written to remote memory. */
-export interface RdmaWriteWr extends SendWrBase {
+export interface RdmaWriteWr extends SendWrBase, InlineData {
   /** `WrOpcode.RDMA_WRITE`. */
   readonly opcode: typeof WrOpcode.RDMA_WRITE;
   /** Where the data goes. */
@@ -114,7 +128,7 @@ export interface RdmaWriteWr extends SendWrBase {
 }
 
 /** RDMA_WRITE_WITH_IMM: a write that also completes a receive at the peer with `imm`. */
-export interface RdmaWriteWithImmWr extends SendWrBase {
+export interface RdmaWriteWithImmWr extends SendWrBase, InlineData {
   /** `WrOpcode.RDMA_WRITE_WITH_IMM`. */
   readonly opcode: typeof WrOpcode.RDMA_WRITE_WITH_IMM;
   /** Where the data goes. */
@@ -199,6 +213,7 @@ interface LooseSendWr {
   readonly invalidateRkey?: number;
   readonly bind?: MwBind;
   readonly ud?: UdDestination;
+  readonly inline?: unknown;
 }
 
 /** What a QP offers to the send-WR checks (one object per QP, made once). */
@@ -233,6 +248,8 @@ export interface OpcodeRule {
   readonly writesLocal: boolean;
   /** May be sent inline. */
   readonly inline: boolean;
+  /** Carries a payload (SGEs or `inline` bytes); false for LOCAL_INV and BIND_MW. */
+  readonly data: boolean;
   /** Carries a UD destination on UD QPs. */
   readonly ud: boolean;
 }
@@ -248,6 +265,7 @@ const rule = (name: string, qpTypes: readonly QpType[], r: Partial<OpcodeRule>):
   bind: false,
   writesLocal: false,
   inline: true,
+  data: true,
   ud: false,
   ...r,
 });
@@ -284,8 +302,8 @@ export const OPCODE_RULES: ReadonlyMap<WrOpcode, OpcodeRule> = new Map<WrOpcode,
       inline: false,
     }),
   ],
-  [WrOpcode.LOCAL_INV, rule("LOCAL_INV", RC_UC, { invalidate: true })],
-  [WrOpcode.BIND_MW, rule("BIND_MW", RC_UC, { bind: true })],
+  [WrOpcode.LOCAL_INV, rule("LOCAL_INV", RC_UC, { invalidate: true, data: false })],
+  [WrOpcode.BIND_MW, rule("BIND_MW", RC_UC, { bind: true, data: false })],
 ]);
 
 const QPT_NAMES: Record<number, string> = Object.fromEntries(
@@ -394,7 +412,10 @@ export function sendWrProblem(wr: SendWr, q: SendLimits): string | null {
   const sg = wr.sg ?? [];
   let total = 0;
   for (const s of sg) total += sgeLength(s);
-  if ((flags & SendFlags.INLINE) !== 0) {
+  if (w.inline !== undefined) {
+    const p = inlineProblem(r, w.inline, wr.sg, q.maxInlineData);
+    if (p) return p;
+  } else if ((flags & SendFlags.INLINE) !== 0) {
     if (!r.inline) return `${r.name} cannot be inline`;
     if (total > q.maxInlineData) {
       return `${total} inline bytes exceed the QP's granted max_inline_data ${q.maxInlineData}`;
@@ -476,6 +497,22 @@ export function sendWrProblem(wr: SendWr, q: SendLimits): string | null {
   return null;
 }
 
+/** Why `inline` bytes cannot go with opcode rule `r` on a QP granting `maxInline` bytes, or null. */
+function inlineProblem(
+  r: OpcodeRule,
+  bytes: unknown,
+  sg: unknown,
+  maxInline: number,
+): string | null {
+  if (!(bytes instanceof Uint8Array)) return `inline must be a Uint8Array, got ${show(bytes)}`;
+  if (!r.data || !r.inline) return `${r.name} carries no inline data`;
+  if (sg !== undefined) return "give the data either as sg or as inline bytes, not both";
+  if (bytes.length > maxInline) {
+    return `${bytes.length} inline bytes exceed the QP's granted max_inline_data ${maxInline}`;
+  }
+  return null;
+}
+
 /** Returns why a receive WR is invalid, or null. */
 export function recvWrProblem(wr: RecvWr, pd: ProtectionDomain, maxSge: number): string | null {
   if (typeof wr !== "object" || wr === null) {
@@ -485,12 +522,26 @@ export function recvWrProblem(wr: RecvWr, pd: ProtectionDomain, maxSge: number):
   return sgListProblem(wr.sg, pd, maxSge, "granted max_recv_sge", true);
 }
 
-/** The number of SGEs in the first `count` WRs (no allocation). */
+/**
+ * The SGE slots of a native WR list that the first `count` WRs need (no allocation): one per
+ * SGE, and for `inline` bytes one SGE pointing at them plus the slots that hold the bytes.
+ */
 export function countSges(
-  wrs: readonly { readonly sg?: readonly Sge[] }[],
+  wrs: readonly { readonly sg?: readonly Sge[]; readonly inline?: Uint8Array }[],
   count = wrs.length,
 ): number {
   let n = 0;
-  for (let i = 0; i < count; i++) n += wrs[i].sg?.length ?? 0;
+  for (let i = 0; i < count; i++) {
+    const w = wrs[i];
+    n += w.inline !== undefined ? inlineSlots(w.inline.length) : w.sg?.length ?? 0;
+  }
   return n;
+}
+
+/**
+ * SGE slots (`sizeof(struct ibv_sge)` bytes each) of `length` inline bytes: the SGE that points
+ * at them, and the bytes.
+ */
+export function inlineSlots(length: number): number {
+  return length === 0 ? 0 : 1 + Math.ceil(length / layouts().ibv_sge.size);
 }

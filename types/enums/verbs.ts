@@ -712,6 +712,24 @@ Object.freeze(ReregMrErrCode);
 /** A value of {@link ReregMrErrCode}. */
 export type ReregMrErrCode = typeof ReregMrErrCode[keyof typeof ReregMrErrCode];
 
+/** `enum ibv_advise_mr_advice`: what `ibv_advise_mr` asks of an ODP region. */
+export const AdviseMrAdvice = { PREFETCH: 0, PREFETCH_WRITE: 1, PREFETCH_NO_FAULT: 2 } as const;
+Object.freeze(AdviseMrAdvice);
+/** A value of {@link AdviseMrAdvice}. */
+export type AdviseMrAdvice = typeof AdviseMrAdvice[keyof typeof AdviseMrAdvice];
+
+/** `IBV_ADVISE_MR_FLAG_*`: the flags of `ibv_advise_mr`. */
+export const AdviseMrFlags = { FLUSH: 1 } as const;
+Object.freeze(AdviseMrFlags);
+/** A bit of {@link AdviseMrFlags}. */
+export type AdviseMrFlags = typeof AdviseMrFlags[keyof typeof AdviseMrFlags];
+
+/** `enum ibv_xrcd_init_attr_mask`: the valid fields of `ibv_xrcd_init_attr.comp_mask`. */
+export const XrcdInitAttrMask = { FD: 1, OFLAGS: 2, RESERVED: 4 } as const;
+Object.freeze(XrcdInitAttrMask);
+/** A bit of {@link XrcdInitAttrMask}. */
+export type XrcdInitAttrMask = typeof XrcdInitAttrMask[keyof typeof XrcdInitAttrMask];
+
 /** `enum ibv_mw_type`: the type of a memory window. */
 export const MwType = { TYPE_1: 1, TYPE_2: 2 } as const;
 Object.freeze(MwType);

@@ -108,6 +108,12 @@ export const IBVERBS = {
     c: "int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length, int access)",
   },
   ibv_dereg_mr: { args: ["pointer"], result: "i32", c: "int ibv_dereg_mr(struct ibv_mr *mr)" },
+  ibv_reg_dmabuf_mr: {
+    args: ["pointer", "u64", "usize", "u64", "i32", "i32"],
+    result: "pointer",
+    c: "struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access)",
+    optional: true,
+  },
   ibv_create_comp_channel: {
     args: ["pointer"],
     result: "pointer",
@@ -175,6 +181,12 @@ export const IBVERBS = {
     c: "int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask, struct ibv_qp_init_attr *init_attr)",
   },
   ibv_destroy_qp: { args: ["pointer"], result: "i32", c: "int ibv_destroy_qp(struct ibv_qp *qp)" },
+  ibv_qp_to_qp_ex: {
+    args: ["pointer"],
+    result: "pointer",
+    c: "struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)",
+    optional: true,
+  },
   ibv_create_ah: {
     args: ["pointer", "pointer"],
     result: "pointer",
@@ -228,7 +240,8 @@ export const IBVERBS = {
 /**
  * The inline verbs of `verbs.h`, which are not exported symbols: they are
  * function pointers in `ibv_context.ops` (and `verbs_context` for the extended
- * ones), called with these signatures.
+ * ones), in `struct ibv_qp_ex` (the `ibv_wr_*` API) and in `struct ibv_cq_ex`
+ * (`ibv_start_poll` and the `ibv_wc_read_*` accessors), called with these signatures.
  */
 export const IBVERBS_OPS = {
   poll_cq: {
@@ -286,5 +299,194 @@ export const IBVERBS_OPS = {
     args: ["pointer", "pointer"],
     result: "pointer",
     c: "struct ibv_qp *(*create_qp_ex)(struct ibv_context *context, struct ibv_qp_init_attr_ex *qp_init_attr_ex) /* verbs_context */",
+  },
+  open_xrcd: {
+    args: ["pointer", "pointer"],
+    result: "pointer",
+    c: "struct ibv_xrcd *(*open_xrcd)(struct ibv_context *context, struct ibv_xrcd_init_attr *xrcd_init_attr) /* verbs_context */",
+  },
+  close_xrcd: {
+    args: ["pointer"],
+    result: "i32",
+    c: "int (*close_xrcd)(struct ibv_xrcd *xrcd) /* verbs_context */",
+  },
+  create_srq_ex: {
+    args: ["pointer", "pointer"],
+    result: "pointer",
+    c: "struct ibv_srq *(*create_srq_ex)(struct ibv_context *context, struct ibv_srq_init_attr_ex *srq_init_attr_ex) /* verbs_context */",
+  },
+  get_srq_num: {
+    args: ["pointer", "pointer"],
+    result: "i32",
+    c: "int (*get_srq_num)(struct ibv_srq *srq, uint32_t *srq_num) /* verbs_context */",
+  },
+  open_qp: {
+    args: ["pointer", "pointer"],
+    result: "pointer",
+    c: "struct ibv_qp *(*open_qp)(struct ibv_context *context, struct ibv_qp_open_attr *attr) /* verbs_context */",
+  },
+  advise_mr: {
+    args: ["pointer", "i32", "u32", "pointer", "u32"],
+    result: "i32",
+    c: "int (*advise_mr)(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sges) /* verbs_context */",
+  },
+  alloc_null_mr: {
+    args: ["pointer"],
+    result: "pointer",
+    c: "struct ibv_mr *(*alloc_null_mr)(struct ibv_pd *pd) /* verbs_context */",
+  },
+  // struct ibv_qp_ex: the ibv_wr_* work-request builders (ibv_wr_start ... ibv_wr_complete)
+  wr_start: { args: ["pointer"], result: "void", c: "void (*wr_start)(struct ibv_qp_ex *qp)" },
+  wr_complete: { args: ["pointer"], result: "i32", c: "int (*wr_complete)(struct ibv_qp_ex *qp)" },
+  wr_abort: { args: ["pointer"], result: "void", c: "void (*wr_abort)(struct ibv_qp_ex *qp)" },
+  wr_send: { args: ["pointer"], result: "void", c: "void (*wr_send)(struct ibv_qp_ex *qp)" },
+  wr_send_imm: {
+    args: ["pointer", "u32"],
+    result: "void",
+    c: "void (*wr_send_imm)(struct ibv_qp_ex *qp, __be32 imm_data)",
+  },
+  wr_send_inv: {
+    args: ["pointer", "u32"],
+    result: "void",
+    c: "void (*wr_send_inv)(struct ibv_qp_ex *qp, uint32_t invalidate_rkey)",
+  },
+  wr_rdma_write: {
+    args: ["pointer", "u32", "u64"],
+    result: "void",
+    c: "void (*wr_rdma_write)(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t remote_addr)",
+  },
+  wr_rdma_write_imm: {
+    args: ["pointer", "u32", "u64", "u32"],
+    result: "void",
+    c: "void (*wr_rdma_write_imm)(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t remote_addr, __be32 imm_data)",
+  },
+  wr_rdma_read: {
+    args: ["pointer", "u32", "u64"],
+    result: "void",
+    c: "void (*wr_rdma_read)(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t remote_addr)",
+  },
+  wr_atomic_cmp_swp: {
+    args: ["pointer", "u32", "u64", "u64", "u64"],
+    result: "void",
+    c: "void (*wr_atomic_cmp_swp)(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t remote_addr, uint64_t compare, uint64_t swap)",
+  },
+  wr_atomic_fetch_add: {
+    args: ["pointer", "u32", "u64", "u64"],
+    result: "void",
+    c: "void (*wr_atomic_fetch_add)(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t remote_addr, uint64_t add)",
+  },
+  wr_bind_mw: {
+    args: ["pointer", "pointer", "u32", "pointer"],
+    result: "void",
+    c: "void (*wr_bind_mw)(struct ibv_qp_ex *qp, struct ibv_mw *mw, uint32_t rkey, const struct ibv_mw_bind_info *bind_info)",
+  },
+  wr_local_inv: {
+    args: ["pointer", "u32"],
+    result: "void",
+    c: "void (*wr_local_inv)(struct ibv_qp_ex *qp, uint32_t invalidate_rkey)",
+  },
+  wr_set_sge: {
+    args: ["pointer", "u32", "u64", "u32"],
+    result: "void",
+    c: "void (*wr_set_sge)(struct ibv_qp_ex *qp, uint32_t lkey, uint64_t addr, uint32_t length)",
+  },
+  wr_set_sge_list: {
+    args: ["pointer", "usize", "pointer"],
+    result: "void",
+    c: "void (*wr_set_sge_list)(struct ibv_qp_ex *qp, size_t num_sge, const struct ibv_sge *sg_list)",
+  },
+  wr_set_inline_data: {
+    args: ["pointer", "pointer", "usize"],
+    result: "void",
+    c: "void (*wr_set_inline_data)(struct ibv_qp_ex *qp, void *addr, size_t length)",
+  },
+  wr_set_inline_data_list: {
+    args: ["pointer", "usize", "pointer"],
+    result: "void",
+    c: "void (*wr_set_inline_data_list)(struct ibv_qp_ex *qp, size_t num_buf, const struct ibv_data_buf *buf_list)",
+  },
+  wr_set_ud_addr: {
+    args: ["pointer", "pointer", "u32", "u32"],
+    result: "void",
+    c: "void (*wr_set_ud_addr)(struct ibv_qp_ex *qp, struct ibv_ah *ah, uint32_t remote_qpn, uint32_t remote_qkey)",
+  },
+  wr_set_xrc_srqn: {
+    args: ["pointer", "u32"],
+    result: "void",
+    c: "void (*wr_set_xrc_srqn)(struct ibv_qp_ex *qp, uint32_t remote_srqn)",
+  },
+  // struct ibv_cq_ex: ibv_start_poll / ibv_next_poll / ibv_end_poll and the ibv_wc_read_* accessors
+  start_poll: {
+    args: ["pointer", "pointer"],
+    result: "i32",
+    c: "int (*start_poll)(struct ibv_cq_ex *current, struct ibv_poll_cq_attr *attr)",
+  },
+  next_poll: { args: ["pointer"], result: "i32", c: "int (*next_poll)(struct ibv_cq_ex *current)" },
+  end_poll: { args: ["pointer"], result: "void", c: "void (*end_poll)(struct ibv_cq_ex *current)" },
+  read_opcode: {
+    args: ["pointer"],
+    result: "i32",
+    c: "enum ibv_wc_opcode (*read_opcode)(struct ibv_cq_ex *current)",
+  },
+  read_vendor_err: {
+    args: ["pointer"],
+    result: "u32",
+    c: "uint32_t (*read_vendor_err)(struct ibv_cq_ex *current)",
+  },
+  read_byte_len: {
+    args: ["pointer"],
+    result: "u32",
+    c: "uint32_t (*read_byte_len)(struct ibv_cq_ex *current)",
+  },
+  read_imm_data: {
+    args: ["pointer"],
+    result: "u32",
+    c: "__be32 (*read_imm_data)(struct ibv_cq_ex *current)",
+  },
+  read_qp_num: {
+    args: ["pointer"],
+    result: "u32",
+    c: "uint32_t (*read_qp_num)(struct ibv_cq_ex *current)",
+  },
+  read_src_qp: {
+    args: ["pointer"],
+    result: "u32",
+    c: "uint32_t (*read_src_qp)(struct ibv_cq_ex *current)",
+  },
+  read_wc_flags: {
+    args: ["pointer"],
+    result: "u32",
+    c: "unsigned int (*read_wc_flags)(struct ibv_cq_ex *current)",
+  },
+  read_slid: {
+    args: ["pointer"],
+    result: "u32",
+    c: "uint32_t (*read_slid)(struct ibv_cq_ex *current)",
+  },
+  read_sl: { args: ["pointer"], result: "u8", c: "uint8_t (*read_sl)(struct ibv_cq_ex *current)" },
+  read_dlid_path_bits: {
+    args: ["pointer"],
+    result: "u8",
+    c: "uint8_t (*read_dlid_path_bits)(struct ibv_cq_ex *current)",
+  },
+  read_completion_ts: {
+    args: ["pointer"],
+    result: "u64",
+    c: "uint64_t (*read_completion_ts)(struct ibv_cq_ex *current)",
+  },
+  read_completion_wallclock_ns: {
+    args: ["pointer"],
+    result: "u64",
+    c: "uint64_t (*read_completion_wallclock_ns)(struct ibv_cq_ex *current)",
+  },
+  read_cvlan: {
+    args: ["pointer"],
+    result: "u16",
+    c: "uint16_t (*read_cvlan)(struct ibv_cq_ex *current)",
+  },
+  read_flow_tag: {
+    args: ["pointer"],
+    result: "u32",
+    c: "uint32_t (*read_flow_tag)(struct ibv_cq_ex *current)",
   },
 } as const satisfies Readonly<Record<string, FunctionSpec>>;

@@ -12,6 +12,7 @@ import {
   type AddressHandle,
   type AhAttr,
   cmConnect as connectOnCm,
+  CmEventChannel,
   CmEventError,
   type CmId,
   cmListen as listenOnCm,
@@ -126,9 +127,24 @@ export function udAddressHandle(pd: ProtectionDomain, peer: PeerQp, o: PathOptio
   });
 }
 
+/**
+ * A listening rdma_cm id on an event channel of its own: the accepted connections live on
+ * that channel, so they outlive the listener (perftest frees the port for the next listener).
+ */
+export interface CmListening {
+  readonly listener: CmListener;
+  readonly channel: CmEventChannel;
+}
+
 /** Listens for rdma_cm connections on every address at `port`. */
-export function cmListen(port: number): CmListener {
-  return listenOnCm({ hostname: "0.0.0.0", port, backlog: 16 });
+export function cmListen(port: number): CmListening {
+  const channel = new CmEventChannel();
+  try {
+    return { listener: listenOnCm({ hostname: "0.0.0.0", port, backlog: 16, channel }), channel };
+  } catch (e) {
+    channel.close();
+    throw e;
+  }
 }
 
 /**
@@ -136,19 +152,19 @@ export function cmListen(port: number): CmListener {
  * receives), then the request is accepted; resolves once it is established.
  */
 export async function cmAccept(
-  listener: CmListener,
+  l: CmListening,
   setup: (id: CmId) => void,
   param: ConnParam,
 ): Promise<CmId> {
-  const id = await listener.accept();
+  const id = await l.listener.accept();
   setup(id);
   await id.accept(param);
   return id;
 }
 
-/** Stops listening (the accepted connections stay). */
-export function cmStopListening(listener: CmListener): void {
-  listener.close();
+/** Stops listening and frees the port; the accepted connections stay. */
+export function cmStopListening(l: CmListening): void {
+  l.listener.close();
 }
 
 /**

@@ -38,6 +38,7 @@ import {
   cmContext,
   cmCreateQp,
   cmListen,
+  type CmListening,
   cmStopListening,
   createQp,
   isIwarp,
@@ -179,8 +180,11 @@ async function run(s: Settings): Promise<number> {
   let res: Resources;
   let ids: CmId[] = [];
   if (s.rdmaCm) {
+    // the server listens before its half of the handshake: perftest's client connects right
+    // after it, and does not survive a refused first attempt
+    const listening = server ? cmListen(s.port) : undefined;
     await ch.handshake(ZERO_DEST);
-    ({ res, ids } = await connectWithCm(s, sys, outReads));
+    ({ res, ids } = await connectWithCm(s, sys, outReads, listening));
     await ch.handshake(ZERO_DEST);
   } else {
     const base = createBase(ctx, s, sys);
@@ -355,6 +359,7 @@ async function connectWithCm(
   s: Settings,
   sys: { cycleBuffer: number; cacheLine: number; size: number; iwarp: boolean; credits: boolean },
   outReads: number,
+  listening: CmListening | undefined,
 ): Promise<{ res: Resources; ids: CmId[] }> {
   let base: Base | undefined;
   const qps: QueuePair[] = [];
@@ -371,16 +376,15 @@ async function connectWithCm(
     rnrRetryCount: 7,
   };
   const ids: CmId[] = [];
-  if (s.host === undefined) {
-    const listener = cmListen(s.port);
+  if (listening) {
     try {
-      for (let i = 0; i < s.numQps; i++) ids.push(await cmAccept(listener, setup, param));
+      for (let i = 0; i < s.numQps; i++) ids.push(await cmAccept(listening, setup, param));
     } finally {
-      cmStopListening(listener);
+      cmStopListening(listening);
     }
   } else {
     for (let i = 0; i < s.numQps; i++) {
-      ids.push(await cmConnect(s.host, s.port, setup, param, PATIENCE_MS));
+      ids.push(await cmConnect(s.host!, s.port, setup, param, PATIENCE_MS));
     }
   }
   return { res: { ...base!, qps }, ids };

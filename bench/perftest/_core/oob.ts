@@ -27,7 +27,6 @@ import net from "node:net";
 import {
   AccessFlags,
   type CmId,
-  type CmListener,
   type CompletionQueue,
   type CompletionWaitOptions,
   type MemoryRegion,
@@ -382,7 +381,7 @@ export class CmChannel implements OobChannel {
 
   /** Server side: listens on `port`, accepts one connection, stops listening. */
   static async accept(port: number, gidIndex: number): Promise<CmChannel> {
-    const listener: CmListener = cmListen(port);
+    const listener = cmListen(port);
     let parts: ChannelParts | undefined;
     try {
       const id = await cmAccept(listener, (id) => (parts = setupChannel(id)), {

@@ -1,0 +1,123 @@
+/**
+ * The extended post API (`ibv_wr_*` through `struct ibv_qp_ex`) against the classic
+ * `ibv_post_send`, in the same run on the same QP: the CPU cost of posting one RDMA_WRITE of
+ * 64 bytes, four ways — prepared (`qp.prepareSend` vs `qp.prepareSendEx`) and from a WR object
+ * (`qp.postSend` vs `qp.postSendEx`). Rounds are interleaved; each round posts BATCH WRs (the
+ * last one signaled), timing only the posting, then drains the CQ. Prints the median ns per
+ * WR of each way and the ratios extended / classic, plus the JS-heap growth per prepared post.
+ *
+ *   RDMA_DEVICE=rxe0 RDMA_GID_INDEX=1 deno run -A --v8-flags=--expose-gc bench/post-ex.ts [ROUNDS]
+ *   RDMA_DEVICE=rxe0 RDMA_GID_INDEX=1 bun bench/post-ex.ts [ROUNDS]
+ */
+import process from "node:process";
+import { openDevice, runtimeInfo, type SendWr } from "../mod.ts";
+import { AccessFlags, QpType, SendFlags, WcStatus, WrOpcode } from "../types/enums.ts";
+
+const arg = process.argv.slice(2).find((a) => /^\d+$/.test(a));
+const ROUNDS = Number(arg ?? 200);
+const BATCH = 64;
+const device = process.env.RDMA_DEVICE;
+if (!device) throw new Error("set RDMA_DEVICE (and RDMA_GID_INDEX), or run in the soft-RoCE VM");
+const gidIndex = Number(process.env.RDMA_GID_INDEX ?? 0);
+const port = Number(process.env.RDMA_PORT ?? 1);
+
+function gc(): void {
+  const g = (globalThis as { gc?: () => void }).gc;
+  const bun = (globalThis as { Bun?: { gc(sync: boolean): void } }).Bun;
+  if (bun) bun.gc(true);
+  else if (g) g();
+}
+
+using ctx = openDevice(device);
+const pd = ctx.allocPd();
+const cq = ctx.createCq({ cqe: 4 * BATCH });
+const rw = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE;
+const init = {
+  type: QpType.RC,
+  sendCq: cq,
+  cap: { maxSendWr: 2 * BATCH },
+  sendOps: [WrOpcode.RDMA_WRITE],
+} as const;
+const a = pd.createQpEx(init);
+const b = pd.createQpEx(init);
+const gid = ctx.queryGid(port, gidIndex);
+const o = { port, sgidIndex: gidIndex, accessFlags: rw, pathMtu: ctx.queryPort(port).activeMtu };
+a.activate({ qpNum: b.qpNum, psn: 0, gid }, o);
+b.activate({ qpNum: a.qpNum, psn: 0, gid }, o);
+const src = pd.allocBuffer(4096);
+const dst = pd.allocBuffer(1 << 16, { access: rw });
+const wr: SendWr = {
+  opcode: WrOpcode.RDMA_WRITE,
+  flags: 0,
+  sg: [{ mr: src, length: 64 }],
+  remote: dst.remote(),
+};
+const last: SendWr = { ...wr, flags: SendFlags.SIGNALED };
+const classic = a.prepareSend(wr);
+const extended = a.prepareSendEx(wr);
+
+function drain(): void {
+  let got = 0;
+  const deadline = performance.now() + 10_000;
+  while (got === 0) {
+    got = cq.poll(1);
+    if (got === 0 && performance.now() > deadline) throw new Error("no completion");
+  }
+  if (cq.wc.at(0).status !== WcStatus.SUCCESS) throw cq.wc.error();
+}
+
+type Way = { name: string; post: (i: number, signaled: boolean) => void };
+const ways: Way[] = [
+  {
+    name: "classic prepared (ibv_post_send)",
+    post: (i, s) => {
+      classic.setWrId(0, i);
+      classic.setFlags(0, s ? SendFlags.SIGNALED : 0);
+      classic.post();
+    },
+  },
+  {
+    name: "extended prepared (ibv_wr_*)",
+    post: (i, s) => {
+      extended.setWrId(0, i);
+      extended.setFlags(0, s ? SendFlags.SIGNALED : 0);
+      extended.post();
+    },
+  },
+  { name: "classic postSend(wr)", post: (_i, s) => a.postSend(s ? last : wr) },
+  { name: "extended postSendEx(wr)", post: (_i, s) => a.postSendEx(s ? last : wr) },
+];
+
+function round(w: Way): number {
+  const t0 = performance.now();
+  for (let i = 0; i < BATCH; i++) w.post(i, i === BATCH - 1);
+  const ns = ((performance.now() - t0) * 1e6) / BATCH;
+  drain();
+  return ns;
+}
+
+const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+for (let i = 0; i < 20; i++) for (const w of ways) round(w); // warm up (JIT, caches)
+const samples = ways.map(() => [] as number[]);
+for (let r = 0; r < ROUNDS; r++) ways.forEach((w, i) => samples[i].push(round(w)));
+const ns = samples.map(median);
+
+// heap growth of the prepared extended post (no drain inside the timed loop's allocations)
+gc();
+const before = process.memoryUsage().heapUsed;
+for (let r = 0; r < ROUNDS; r++) round(ways[1]);
+const grew = process.memoryUsage().heapUsed - before;
+
+const info = runtimeInfo();
+const result = {
+  runtime: info.runtime,
+  fnPointerPath: info.fnPointerPath,
+  device,
+  rounds: ROUNDS,
+  batch: BATCH,
+  nsPerWr: Object.fromEntries(ways.map((w, i) => [w.name, +ns[i].toFixed(0)])),
+  ratioPreparedExOverClassic: +(ns[1] / ns[0]).toFixed(2),
+  ratioObjectExOverClassic: +(ns[3] / ns[2]).toFixed(2),
+  heapGrowthBytesPerPreparedExPost: +(grew / (ROUNDS * BATCH)).toFixed(3),
+};
+console.log(JSON.stringify(result));

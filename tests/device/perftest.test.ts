@@ -1,0 +1,353 @@
+/**
+ * The perftest tools of bench/perftest: each tool against itself in the runtime that runs
+ * this test, and against Debian's C perftest (`ib_*`) both ways, over the TCP exchange and
+ * with -R (rdma_cm). Both sides must exit 0, print perftest's table header, one row per size
+ * with the right byte and iteration counts and sane numbers (finite, positive, ordered like
+ * perftest's statistics; never a timing threshold), and each side's remote QP must be the
+ * other's local QP. The CLI tests need no device.
+ */
+
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import process from "node:process";
+import { type DeviceEnv, deviceTest, test } from "../harness.ts";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
+const isBun = "Bun" in globalThis;
+const RUN_TIMEOUT_MS = 90_000;
+
+type Tool =
+  | "send_lat"
+  | "write_lat"
+  | "read_lat"
+  | "atomic_lat"
+  | "send_bw"
+  | "write_bw"
+  | "read_bw"
+  | "atomic_bw";
+const TOOLS: Tool[] = [
+  "send_lat",
+  "write_lat",
+  "read_lat",
+  "atomic_lat",
+  "send_bw",
+  "write_bw",
+  "read_bw",
+  "atomic_bw",
+];
+
+/** argv of one of our tools in this test's runtime. */
+function ours(tool: Tool, args: string[]): string[] {
+  const file = `${ROOT}bench/perftest/${tool}.ts`;
+  return isBun
+    ? [process.execPath, file, ...args]
+    : [process.execPath, "run", "--allow-ffi", "--allow-net", file, ...args];
+}
+
+function theirs(tool: Tool, args: string[]): string[] {
+  return [`ib_${tool}`, ...args];
+}
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+const running = new Set<ChildProcess>();
+
+function start(argv: string[], timeoutMs = RUN_TIMEOUT_MS): Promise<Result> {
+  return new Promise((resolve) => {
+    const child = spawn(argv[0], argv.slice(1), { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    running.add(child);
+    let stdout = "", stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const timer = setTimeout(() => {
+      stderr += `\n[killed after ${timeoutMs} ms]`;
+      child.kill("SIGKILL");
+    }, timeoutMs);
+    child.on("close", (code) => {
+      running.delete(child);
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+    child.on("error", (e) => {
+      clearTimeout(timer);
+      resolve({ code: -1, stdout, stderr: `${stderr}${e.message}` });
+    });
+  });
+}
+
+function killAll(): void {
+  for (const c of running) c.kill("SIGKILL");
+}
+
+/** A file's text through `cat` (Deno's test profile cannot read /proc/net itself). */
+function cat(path: string): string {
+  const r = spawnSync("cat", [path], { encoding: "utf8" });
+  return r.status === 0 ? r.stdout : "";
+}
+
+/** True once something listens on TCP `port`. */
+function tcpListening(port: number): boolean {
+  const hex = port.toString(16).toUpperCase().padStart(4, "0");
+  return ["/proc/net/tcp", "/proc/net/tcp6"].some((f) =>
+    cat(f).split("\n").some((line) => {
+      const cols = line.trim().split(/\s+/);
+      return cols[1]?.endsWith(`:${hex}`) && cols[3] === "0A";
+    })
+  );
+}
+
+/** True once an rdma_cm id listens on `port` (`rdma res show cm_id`). */
+function cmListening(port: number): boolean {
+  const r = spawnSync("rdma", ["res", "show", "cm_id"], { encoding: "utf8" });
+  return (r.stdout ?? "").split("\n").some((l) =>
+    /state LISTEN/.test(l) && l.includes(`:${port} `)
+  );
+}
+
+async function waitListening(port: number, cm: boolean, server: Promise<Result>): Promise<void> {
+  let done = false;
+  server.then(() => (done = true));
+  const end = Date.now() + 60_000;
+  while (!(cm ? cmListening(port) : tcpListening(port))) {
+    if (done) throw new Error(`the server exited before listening on ${port}`);
+    if (Date.now() > end) throw new Error(`nothing listened on port ${port} within 60 s`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const HEADER_LAT =
+  " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
+const HEADER_BW =
+  " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
+
+/** The numeric rows under the table header (none when the side prints no table). */
+function rows(name: string, r: Result, header: string): number[][] {
+  const lines = r.stdout.split("\n");
+  const at = lines.indexOf(header);
+  if (at < 0) return [];
+  const out: number[][] = [];
+  for (const line of lines.slice(at + 1)) {
+    if (/^-+$/.test(line) || line.trim() === "") break;
+    const cols = line.trim().split(/\s+/).map(Number);
+    assert.ok(
+      cols.every(Number.isFinite),
+      `${name}: a row that is not numbers: ${JSON.stringify(line)}`,
+    );
+    out.push(cols);
+  }
+  return out;
+}
+
+/** `LID QPN PSN` of the address lines with `label`. */
+function addresses(r: Result, label: "local" | "remote"): string[] {
+  return [
+    ...r.stdout.matchAll(new RegExp(`^ ${label} address: (LID \\S+ QPN \\S+ PSN \\S+)`, "gm")),
+  ]
+    .map((m) => m[1]);
+}
+
+function checkLatRow(name: string, row: number[], size: number, iters: number): void {
+  const [bytes, n, tMin, tMax, typical, avg, stdev, p99, p999] = row;
+  assert.equal(row.length, 9, `${name}: 9 columns`);
+  assert.equal(bytes, size, `${name}: #bytes`);
+  assert.equal(n, iters, `${name}: #iterations`);
+  assert.ok(tMin > 0 && stdev >= 0, `${name}: positive times ${row}`);
+  assert.ok(tMin <= typical && typical <= tMax, `${name}: t_min <= t_typical <= t_max ${row}`);
+  assert.ok(tMin <= avg && avg <= tMax, `${name}: t_min <= t_avg <= t_max ${row}`);
+  assert.ok(typical <= p99 && p99 <= p999, `${name}: median <= 99% <= 99.9% ${row}`);
+}
+
+function checkBwRow(name: string, row: number[], size: number, iters: number, peak: boolean): void {
+  const [bytes, n, bwPeak, bwAvg, rate] = row;
+  assert.equal(row.length, 5, `${name}: 5 columns`);
+  assert.equal(bytes, size, `${name}: #bytes`);
+  assert.equal(n, iters, `${name}: #iterations`);
+  assert.ok(bwAvg > 0 && rate > 0, `${name}: positive average and message rate ${row}`);
+  if (peak) assert.ok(bwPeak >= 0, `${name}: peak ${row}`);
+  else assert.equal(bwPeak, 0, `${name}: a send_bw receiver reports no peak`);
+  // the message rate and the average agree (MB = MiB, rate in Mpps)
+  const expect = (rate * 1e6 * size) / 0x100000;
+  assert.ok(Math.abs(expect - bwAvg) <= 0.01 + bwAvg * 0.01, `${name}: average vs rate ${row}`);
+}
+
+type Kind = "ours" | "C";
+let nextPort = 20_600 + Math.floor(Math.random() * 300) * 2 + (isBun ? 1000 : 0);
+
+/** Runs one pair and checks both sides. */
+async function pair(
+  env: DeviceEnv,
+  tool: Tool,
+  server: Kind,
+  client: Kind,
+  extra: string[],
+): Promise<void> {
+  const port = nextPort++;
+  const iters = tool.endsWith("_lat") ? 100 : 200;
+  const size = tool.startsWith("atomic") ? 8 : tool.endsWith("_lat") ? 2 : 65536;
+  const args = [
+    "-d",
+    env.device,
+    "-i",
+    String(env.port),
+    "-x",
+    String(env.gidIndex),
+    "-F",
+    "-p",
+    String(port),
+    "-n",
+    String(iters),
+    ...extra,
+  ];
+  const argv = (k: Kind, a: string[]) => (k === "ours" ? ours(tool, a) : theirs(tool, a));
+  const cm = extra.includes("-R");
+  const srv = start(argv(server, args));
+  try {
+    await waitListening(port, cm, srv);
+  } catch (e) {
+    killAll();
+    const r = await srv;
+    throw new Error(`${(e as Error).message}\nserver stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+  }
+  const cli = await start(argv(client, [...args, env.address]));
+  if (cli.code !== 0) setTimeout(killAll, 3000);
+  const s = await srv;
+  const why = (name: string, r: Result) =>
+    `${name} exited ${r.code}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}`;
+  assert.equal(s.code, 0, why(`${server} server`, s));
+  assert.equal(cli.code, 0, why(`${client} client`, cli));
+
+  const lat = tool.endsWith("_lat");
+  const header = lat ? HEADER_LAT : HEADER_BW;
+  const sRows = rows("server", s, header), cRows = rows("client", cli, header);
+  assert.equal(cRows.length, 1, why("client (one table row)", cli));
+  if (lat) {
+    checkLatRow("client", cRows[0], size, iters);
+    if (tool === "read_lat" || tool === "atomic_lat") assert.equal(sRows.length, 0);
+    else checkLatRow("server", sRows[0] ?? [], size, iters);
+  } else {
+    assert.equal(sRows.length, 1, why("server (one table row)", s));
+    checkBwRow("client", cRows[0], size, iters, true);
+    if (tool === "send_bw") checkBwRow("server", sRows[0], size, iters, false);
+    else assert.deepEqual(sRows[0], cRows[0], "the server prints the client's report");
+  }
+  assert.deepEqual(
+    addresses(s, "remote"),
+    addresses(cli, "local"),
+    "the server saw the client's QP",
+  );
+  assert.deepEqual(
+    addresses(cli, "remote"),
+    addresses(s, "local"),
+    "the client saw the server's QP",
+  );
+  console.log(
+    `  ${tool} ${extra.join(" ")} (${server} server, ${client} client, ${
+      isBun ? "bun" : "deno"
+    }): ${cRows[0].slice(2).join(" ")}`,
+  );
+}
+
+const notIwarpTcp = (env: DeviceEnv) =>
+  env.transport === "iwarp"
+    ? "iWARP connects only through rdma_cm (the -R tests run there)"
+    : false;
+
+for (const tool of TOOLS) {
+  for (
+    const [server, client] of [["ours", "ours"], ["ours", "C"], ["C", "ours"]] as [Kind, Kind][]
+  ) {
+    deviceTest(
+      `perftest: ${tool}: ${server} server, ${client} client`,
+      (env) => pair(env, tool, server, client, []),
+      {
+        timeout: 2 * RUN_TIMEOUT_MS + 30_000,
+        needs: notIwarpTcp,
+      },
+    );
+    deviceTest(
+      `perftest: ${tool} -R: ${server} server, ${client} client`,
+      (env) => pair(env, tool, server, client, ["-R"]),
+      {
+        timeout: 2 * RUN_TIMEOUT_MS + 30_000,
+        needs: (env) =>
+          env.transport === "iwarp" && tool.startsWith("atomic")
+            ? "soft-iWARP has no atomics"
+            : false,
+      },
+    );
+  }
+}
+
+deviceTest(
+  "perftest: send_bw -e over 2 QPs, ours against ours",
+  (env) =>
+    pair(env, "send_bw", "ours", "ours", [
+      "-e",
+      "-q",
+      "2",
+      ...(env.transport === "iwarp" ? ["-R"] : []),
+    ]),
+  {
+    timeout: 2 * RUN_TIMEOUT_MS + 30_000,
+  },
+);
+
+deviceTest("perftest: --json prints one object per size with perftest's keys", async (env) => {
+  const port = nextPort++;
+  const args = [
+    "-d",
+    env.device,
+    "-x",
+    String(env.gidIndex),
+    "-p",
+    String(port),
+    "-n",
+    "50",
+    "--json",
+  ];
+  if (env.transport === "iwarp") args.push("-R");
+  const srv = start(ours("read_bw", [...args, "-s", "4096"]));
+  await waitListening(port, env.transport === "iwarp", srv);
+  const cli = await start(ours("read_bw", [...args, "-s", "4096", env.address]));
+  const s = await srv;
+  assert.equal(cli.code, 0, cli.stderr);
+  assert.equal(s.code, 0, s.stderr);
+  const objs = cli.stdout.trim().split("\n").map((l) => JSON.parse(l));
+  assert.equal(objs.length, 1);
+  assert.equal(objs[0].tool, "read_bw");
+  assert.equal(objs[0].MsgSize, 4096);
+  assert.equal(objs[0].n_iterations, 50);
+  for (const k of ["BW_peak", "BW_average", "MsgRate"]) assert.equal(typeof objs[0][k], "number");
+}, { timeout: 2 * RUN_TIMEOUT_MS });
+
+for (const tool of TOOLS) {
+  test(`perftest: ${tool} --help exits 0 with the usage and the permissions`, async () => {
+    const r = await start(ours(tool, ["--help"]), 60_000);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^Usage:/);
+    assert.match(r.stdout, /Deno permissions: --allow-ffi/);
+  });
+}
+
+test("perftest: bad arguments print the usage and exit 1, no stack trace", async () => {
+  for (
+    const [tool, args, msg] of [
+      ["send_lat", ["--no-such-flag"], /no-such-flag/],
+      ["write_bw", ["-e"], /Unknown option '-e'/],
+      ["atomic_lat", ["-s", "16"], /Message size cannot be changed for Atomic tests/],
+      ["read_bw", ["-c", "UD"], /UD connection only possible in SEND verb/],
+      ["send_bw", ["-n", "many"], /--iters: not a number/],
+      ["send_lat", ["-q", "2"], /Unknown option '-q'/],
+    ] as [Tool, string[], RegExp][]
+  ) {
+    const r = await start(ours(tool, args), 60_000);
+    assert.equal(r.code, 1, `${tool} ${args.join(" ")}`);
+    assert.match(r.stderr, msg);
+    assert.match(r.stderr, /Usage:/);
+    assert.doesNotMatch(r.stderr, /^\s+at /m);
+  }
+});
