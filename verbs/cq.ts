@@ -311,10 +311,14 @@ export function attachTarget(cq: CompletionQueue, target: CompletionTarget): voi
   targetsOf(cq).set(target.qpNum, target);
 }
 
-/** Removes a QP from dispatch (module-private). */
+/**
+ * Removes a closing QP from dispatch, and settles its tracked work requests with ClosedError: no
+ * completion comes for them once the QP is gone (module-private: QPs call it when they close).
+ */
 export function detachTarget(cq: CompletionQueue, target: CompletionTarget): void {
   const targets = targetsOf(cq);
   if (targets.get(target.qpNum) === target) targets.delete(target.qpNum);
+  settleClosedQp(cq, target.qpNum);
 }
 
 /**

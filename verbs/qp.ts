@@ -29,7 +29,7 @@ import { InvalidWorkRequestError, QpStateError } from "./post-errors.ts";
 import { type PreparedRecv, type PreparedSend, prepareRecv, prepareSend } from "./prepared.ts";
 import { type RecvWr, recvWrProblem, type SendLimits, type SendWr, sendWrProblem } from "./wr.ts";
 import { commitBinds } from "./wr-list.ts";
-import { attachTarget, detachTarget, settleClosedQp, trackTagged } from "./cq.ts";
+import { attachTarget, detachTarget, trackTagged } from "./cq.ts";
 import type { CompletionQueue } from "./cq.ts";
 import { ProtectionDomain } from "./pd.ts";
 import type { SharedReceiveQueue } from "./srq.ts";
@@ -462,9 +462,6 @@ export class QueuePair extends NativeResource {
   protected destroy(): void {
     detachTarget(this.sendCq, this);
     detachTarget(this.recvCq, this);
-    // tracked WRs of this QP get no completion once it is gone: they settle with ClosedError
-    settleClosedQp(this.sendCq, this.qpNum);
-    if (this.recvCq !== this.sendCq) settleClosedQp(this.recvCq, this.qpNum);
     forgetObject(this.context, this.ptr);
     let rc = 0;
     if (this.#adoptedDestroy) this.#adoptedDestroy();
