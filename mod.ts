@@ -8,9 +8,10 @@
  *
  * The guide, from what RDMA is to troubleshooting: [docs/README.md](./docs/README.md).
  *
- * Layers: `verbs` (devices, PDs, MRs, CQs, QPs, …), `cm` (the rdma_cm connection manager),
- * `poller` (completions and events on the event loop), over one type layer and one FFI loader
- * per runtime. This module only re-exports.
+ * Layers: `stream` (socket-shaped connections, wire-compatible with rsocket), `cm` (the rdma_cm
+ * connection manager), `verbs` (devices, PDs, MRs, CQs, QPs, …), `poller` (completions and
+ * events on the event loop), over one type layer and one FFI loader per runtime. This module only
+ * re-exports.
  *
  * @module
  */
@@ -19,8 +20,10 @@ export { configureNative, type LibraryPaths, type RuntimeInfo, runtimeInfo } fro
 export type { FnPointerPath } from "./types/native.ts";
 export type { NativePointer, Pointer } from "./types/ctypes.ts";
 export * from "./types/errors.ts";
+export type { Bytes } from "./types/bytes.ts";
 export { Errno, errnoName } from "./types/errno.ts";
 export * from "./types/enums.ts";
 export * from "./poller/mod.ts";
 export * from "./verbs/mod.ts";
 export * from "./cm/mod.ts";
+export * from "./stream/mod.ts";

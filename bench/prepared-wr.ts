@@ -1,8 +1,9 @@
 /**
- * JS-heap growth over N prepared-WR post+poll operations (default 1,000,000): an RC QP
- * pair on the test device, one prepared signaled RDMA_WRITE re-posted with its wr_id,
- * length and remote address updated in place, and the CQ polled until it completes.
- * Prints ops/s, heap before/after (after a GC) and the growth per operation.
+ * JS-heap growth over N post+poll operations (default 1,000,000) on the two posting paths: a
+ * prepared signaled RDMA_WRITE re-posted with its wr_id, length and remote address updated in
+ * place (`prepareSend` + `post`), and the classic `postSend` of one work-request object the caller
+ * reuses (its fields updated in place). An RC QP pair on the test device; the CQ polled until each
+ * completes. Prints ops/s, heap before/after (after a GC) and the growth per operation, per path.
  *
  *   RDMA_DEVICE=rxe0 RDMA_GID_INDEX=1 deno run -A --v8-flags=--expose-gc bench/prepared-wr.ts [N]
  *   RDMA_DEVICE=rxe0 RDMA_GID_INDEX=1 bun bench/prepared-wr.ts [N]
@@ -45,7 +46,32 @@ const wr = a.prepareSend({
 });
 const base = dst.addrNumber;
 
-function run(count: number): void {
+const sge = { mr: src, offset: 0, length: 64 };
+const classic = {
+  wrId: 0,
+  opcode: WrOpcode.RDMA_WRITE,
+  sg: [sge],
+  remote: { addr: base, rkey: dst.rkey },
+} as {
+  wrId: number;
+  opcode: typeof WrOpcode.RDMA_WRITE;
+  sg: typeof sge[];
+  remote: { addr: number; rkey: number };
+};
+
+function runClassic(count: number): void {
+  for (let i = 0; i < count; i++) {
+    classic.wrId = i;
+    sge.length = 8 + (i & 63);
+    classic.remote.addr = base + ((i & 255) << 6);
+    a.postSend(classic);
+    let got = 0;
+    while (got === 0) got = cq.poll(1);
+    if (cq.wc.at(0).status !== WcStatus.SUCCESS) throw cq.wc.error();
+  }
+}
+
+function runPrepared(count: number): void {
   for (let i = 0; i < count; i++) {
     wr.setWrId(0, i);
     wr.setLength(0, 0, 8 + (i & 63));
@@ -57,27 +83,32 @@ function run(count: number): void {
   }
 }
 
-run(20_000); // warm up (JIT, caches)
-gc();
-const before = process.memoryUsage().heapUsed;
-const t0 = performance.now();
-run(N);
-const ms = performance.now() - t0;
-const beforeGc = process.memoryUsage().heapUsed;
-gc();
-const after = process.memoryUsage().heapUsed;
-const rt = "Bun" in globalThis ? "bun" : "deno";
-console.log(
-  JSON.stringify({
-    runtime: rt,
-    fnPointerPath: native().fnPointerPath,
-    operations: N,
-    seconds: +(ms / 1000).toFixed(2),
-    opsPerSecond: Math.round(N / (ms / 1000)),
-    heapBefore: before,
-    heapAfterNoGc: beforeGc,
-    heapAfterGc: after,
-    growthBytes: after - before,
-    growthBytesPerOpNoGc: +((beforeGc - before) / N).toFixed(4),
-  }),
-);
+const modes = (process.argv.find((x) => x === "--classic" || x === "--prepared") ?? "both")
+  .replace(/^--/, "");
+for (const [path, run] of [["prepared", runPrepared], ["classic", runClassic]] as const) {
+  if (modes !== "both" && modes !== path) continue;
+  run(20_000); // warm up (JIT, caches)
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const t0 = performance.now();
+  run(N);
+  const ms = performance.now() - t0;
+  const beforeGc = process.memoryUsage().heapUsed;
+  gc();
+  const after = process.memoryUsage().heapUsed;
+  console.log(
+    JSON.stringify({
+      runtime: "Bun" in globalThis ? "bun" : "deno",
+      path,
+      fnPointerPath: native().fnPointerPath,
+      operations: N,
+      seconds: +(ms / 1000).toFixed(2),
+      opsPerSecond: Math.round(N / (ms / 1000)),
+      heapBefore: before,
+      heapAfterNoGc: beforeGc,
+      heapAfterGc: after,
+      growthBytes: after - before,
+      growthBytesPerOpNoGc: +((beforeGc - before) / N).toFixed(4),
+    }),
+  );
+}

@@ -9,6 +9,7 @@
 
 import { InvalidArgumentError } from "../types/errors.ts";
 import { layouts } from "../ffi/native.ts";
+import { checkInteger, checkObject, checkString, describe } from "../types/check.ts";
 
 /** `AF_INET`. */
 export const AF_INET = 2;
@@ -129,10 +130,7 @@ export function formatIPv6(bytes: Uint8Array): string {
 }
 
 function checkPort(port: number): number {
-  if (!Number.isInteger(port) || port < 0 || port > 0xffff) {
-    throw new InvalidArgumentError(`port must be an integer 0..65535, got ${port}`);
-  }
-  return port;
+  return checkInteger("port", port, 0, 0xffff);
 }
 
 /**
@@ -142,6 +140,8 @@ function checkPort(port: number): number {
  * {@link getAddrInfo} first.
  */
 export function encodeSockaddr(input: AddressInput): Uint8Array {
+  checkObject("address", input);
+  checkString("address.address", input.address);
   const port = checkPort(input.port ?? 0);
   const L = layouts();
   const v4 = parseIPv4(input.address);
@@ -167,7 +167,9 @@ export function encodeSockaddr(input: AddressInput): Uint8Array {
     return out;
   }
   throw new InvalidArgumentError(
-    `not a numeric IPv4 or IPv6 address: "${input.address}" (resolve host names with getAddrInfo)`,
+    `not a numeric IPv4 or IPv6 address: ${
+      describe(input.address)
+    } (resolve host names with getAddrInfo)`,
   );
 }
 

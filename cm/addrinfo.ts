@@ -11,6 +11,7 @@ import { PortSpace, RaiFlags } from "../types/enums.ts";
 import { nativeError } from "../ffi/errors.ts";
 import { AF_IB, AF_INET, AF_INET6, decodeSockaddr, type SocketAddress } from "./address.ts";
 import { copyBytes, NativeBlock } from "../ffi/memory.ts";
+import { describe } from "../types/check.ts";
 
 /** Hints for {@link getAddrInfo}. */
 export interface AddrInfoHints {
@@ -81,12 +82,12 @@ export function getAddrInfo(
     throw new InvalidArgumentError("getAddrInfo: node and service cannot both be null");
   }
   if (hints_.family !== undefined && !(hints_.family in FAMILIES)) {
-    throw new InvalidArgumentError(`getAddrInfo: unknown family ${hints_.family}`);
+    throw new InvalidArgumentError(`getAddrInfo: unknown family ${describe(hints_.family)}`);
   }
   if (
     hints_.portSpace !== undefined && !Object.values(PortSpace).includes(hints_.portSpace as never)
   ) {
-    throw new InvalidArgumentError(`getAddrInfo: unknown port space ${hints_.portSpace}`);
+    throw new InvalidArgumentError(`getAddrInfo: unknown port space ${describe(hints_.portSpace)}`);
   }
   const n = native();
   const A = layouts().rdma_addrinfo;

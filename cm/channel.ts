@@ -18,6 +18,7 @@ import type { HoldCounter } from "../poller/wait.ts";
 import { type FdWatch, Poller } from "../poller/poller.ts";
 import { type CmEvent, decodeEvent } from "./event.ts";
 import { adoptId, CmId, deliverEvent } from "./id.ts";
+import { describe } from "../types/check.ts";
 
 /** Options of a {@link CmEventChannel}. */
 export interface CmEventChannelOptions {
@@ -94,7 +95,7 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
     this.assertOpen();
     const ps = typeof portSpace === "number" ? portSpace : PortSpace[portSpace];
     if (!Object.values(PortSpace).includes(ps as PortSpace)) {
-      throw new InvalidArgumentError(`createId: unknown port space ${String(portSpace)}`);
+      throw new InvalidArgumentError(`createId: unknown port space ${describe(portSpace)}`);
     }
     const n = native();
     if (n.rdmacm.rdma_create_id(this.ptr, this.#out.ptr, null, ps) !== 0) {

@@ -11,11 +11,13 @@ import { NativeBlock } from "../ffi/memory.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { PrivateDataLimits } from "../types/enums.ts";
+import { asBytes, type Bytes } from "../types/bytes.ts";
+import { checkInteger } from "../types/check.ts";
 
 /** Options of `connect` and `accept` (`struct rdma_conn_param`). */
 export interface ConnParam {
   /** Private data sent to the peer (see {@link privateDataLimit} for the limits). */
-  privateData?: Uint8Array;
+  privateData?: Bytes;
   /** Incoming RDMA reads/atomics this side accepts at once (0..255; 255 = device max). Default 1. */
   responderResources?: number;
   /** Outgoing RDMA reads/atomics this side issues at once (0..255; 255 = device max). Default 1. */
@@ -62,13 +64,11 @@ export function privateDataLimit(op: PrivateDataOp, ctx: PrivateDataContext): nu
 /** Throws {@link InvalidArgumentError} when `data` is longer than `op` allows on this id. */
 export function checkPrivateData(
   op: PrivateDataOp,
-  data: Uint8Array | undefined | null,
+  privateData: Bytes | undefined | null,
   ctx: PrivateDataContext,
 ): void {
-  if (data === undefined || data === null) return;
-  if (!(data instanceof Uint8Array)) {
-    throw new InvalidArgumentError(`${op}: privateData must be a Uint8Array`);
-  }
+  if (privateData === undefined || privateData === null) return;
+  const data = asBytes(privateData, `${op}: privateData`);
   const limit = privateDataLimit(op, ctx);
   if (data.length > limit) {
     const where = ctx.transport === "iwarp"
@@ -81,11 +81,7 @@ export function checkPrivateData(
 }
 
 function u(name: string, v: number | undefined, max: number, dflt: number): number {
-  if (v === undefined) return dflt;
-  if (!Number.isInteger(v) || v < 0 || v > max) {
-    throw new InvalidArgumentError(`${name} must be an integer 0..${max}, got ${v}`);
-  }
-  return v;
+  return v === undefined ? dflt : checkInteger(name, v, 0, max);
 }
 
 /** A validated, encoded `rdma_conn_param` in native memory; `free()` releases it. */
@@ -109,13 +105,14 @@ export function encodeConnParam(
     throw new InvalidArgumentError(`${op}: the connection parameters must be an object`);
   }
   checkPrivateData(op, param.privateData, ctx);
+  const privateData = param.privateData ? asBytes(param.privateData, "privateData") : undefined;
   const responder = u("responderResources", param.responderResources, 255, 1);
   const initiator = u("initiatorDepth", param.initiatorDepth, 255, 1);
   const retry = u("retryCount", param.retryCount, 7, 7);
   const rnr = u("rnrRetryCount", param.rnrRetryCount, 7, 7);
   const qpNum = u("qpNum", param.qpNum, 0xffffff, 0);
   const C = layouts().rdma_conn_param;
-  const pd = param.privateData && param.privateData.length > 0 ? param.privateData : null;
+  const pd = privateData && privateData.length > 0 ? privateData : null;
   const block = new NativeBlock(C.size, 8);
   const data = pd ? NativeBlock.from(pd) : null;
   const v = block.view;

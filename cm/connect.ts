@@ -1,6 +1,6 @@
 /**
- * The common flows in one call each: {@link listen} (create, bind, listen) and
- * {@link connect} (create, resolve address and route, create the QP, post
+ * The common flows in one call each: {@link cmListen} (create, bind, listen) and
+ * {@link cmConnect} (create, resolve address and route, create the QP, post
  * receives, connect).
  *
  * @module
@@ -16,8 +16,8 @@ import type { CmEvent } from "./event.ts";
 import { type CmId, ownChannel } from "./id.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 
-/** Options of {@link listen}. */
-export interface ListenOptions {
+/** Options of {@link cmListen}. */
+export interface CmListenOptions {
   /** Local address or host name to bind (default "0.0.0.0", any IPv4 address; "::" for any). */
   hostname?: string;
   /** Former name of `hostname` (kept as an alias). */
@@ -41,13 +41,13 @@ export interface ListenOptions {
  * Closing the listener rejects requests nobody took; accepted connections
  * stay open (they close with their channel).
  */
-export class Listener implements Disposable {
+export class CmListener implements Disposable {
   /** The listening id. */
   readonly id: CmId;
 
-  /** Wraps a listening id; use {@link listen}. */
+  /** Wraps a listening id; use {@link cmListen}. */
   constructor(id: CmId) {
-    if (!id.listening) throw new InvalidArgumentError("Listener: the id is not listening");
+    if (!id.listening) throw new InvalidArgumentError("CmListener: the id is not listening");
     this.id = id;
   }
 
@@ -76,7 +76,7 @@ export class Listener implements Disposable {
     this.id.close();
   }
 
-  /** Alias of {@link Listener.close}. */
+  /** Alias of {@link CmListener.close}. */
   [Symbol.dispose](): void {
     this.close();
   }
@@ -112,7 +112,7 @@ export function numericHost(host: string, passive: boolean): string {
 }
 
 /** Creates an id, binds it and listens. */
-export function listen(options: ListenOptions): Listener {
+export function cmListen(options: CmListenOptions): CmListener {
   if (typeof options !== "object" || options === null) {
     throw new InvalidArgumentError("listen options must be an object");
   }
@@ -122,14 +122,14 @@ export function listen(options: ListenOptions): Listener {
     if (options.reuseAddress) id.setReuseAddress(true);
     id.bind({ address: host, port: options.port ?? 0 });
     id.listen(options.backlog ?? 0);
-    return new Listener(id);
+    return new CmListener(id);
   } catch (e) {
     id.close();
     throw e;
   }
 }
 
-/** Options of {@link connect}: where to connect, the connection parameters and the wait bounds. */
+/** Options of {@link cmConnect}: where to connect, the connection parameters and the wait bounds. */
 export interface CmConnectOptions extends ConnParam, WaitOptions {
   /** Destination host name or numeric IPv4/IPv6 address (names resolve through `rdma_getaddrinfo`). */
   hostname?: string;
@@ -154,8 +154,8 @@ export interface CmConnectOptions extends ConnParam, WaitOptions {
   beforeConnect?: (id: CmId) => void | Promise<void>;
 }
 
-/** The result of {@link connect}: the connected id and its ESTABLISHED event. */
-export interface Connection {
+/** The result of {@link cmConnect}: the connected id and its ESTABLISHED event. */
+export interface CmConnection {
   /** The connected id (close or `await disconnect()` it). */
   readonly id: CmId;
   /** The ESTABLISHED event (peer private data; UD parameters for UD ids). */
@@ -167,7 +167,7 @@ export interface Connection {
  * connects. On any failure the id is closed and the error (a
  * {@link CmEventError} for REJECTED/UNREACHABLE/...) is thrown.
  */
-export async function connect(options: CmConnectOptions): Promise<Connection> {
+export async function cmConnect(options: CmConnectOptions): Promise<CmConnection> {
   if (typeof options !== "object" || options === null) {
     throw new InvalidArgumentError("connect options must be an object");
   }

@@ -8,11 +8,12 @@
 import { native } from "../ffi/native.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { checkCall, strerror } from "../ffi/errors.ts";
-import { InvalidArgumentError, UnsupportedError } from "../types/errors.ts";
+import { UnsupportedError } from "../types/errors.ts";
 import { Errno } from "../types/errno.ts";
 import { OptionLevel } from "../types/enums.ts";
 import { type AddressInput, encodeSockaddr, SOCKADDR_STORAGE_SIZE } from "./address.ts";
 import type { CmId } from "./id.ts";
+import { checkInteger } from "../types/check.ts";
 
 /** Sets an `RDMA_OPTION_ID` option of `size` bytes (1 or 4) after checking its range. */
 export function setIdOption(
@@ -23,9 +24,7 @@ export function setIdOption(
   what: string,
 ): void {
   id.assertOpen();
-  if (!Number.isInteger(value) || value < 0 || value > (size === 1 ? 255 : 0x7fffffff)) {
-    throw new InvalidArgumentError(`${what}: invalid value ${value}`);
-  }
+  checkInteger(what, value, 0, size === 1 ? 255 : 0x7fffffff);
   NativeBlock.with(8, (b) => {
     if (size === 1) b.view.setUint8(0, value);
     else b.view.setInt32(0, value, true);

@@ -46,6 +46,8 @@ import type { CmEvent } from "./event.ts";
 import { failure, IdEvents } from "./id-events.ts";
 import { joinMulticast, leaveMulticast, setIdOption } from "./id-options.ts";
 import { OptionId } from "../types/enums.ts";
+import { asBytes, type Bytes } from "../types/bytes.ts";
+import { checkInteger } from "../types/check.ts";
 
 /** How to create a QP on a CM id: the verbs {@link QpInit}; the type defaults from the port space. */
 export type CmQpInit = Omit<QpInit, "type"> & { readonly type?: QpInit["type"] };
@@ -311,9 +313,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
   /** Starts listening (`rdma_listen`) for connection requests; `backlog` 0 means the default. */
   listen(backlog = 0): void {
     this.assertOpen();
-    if (!Number.isInteger(backlog) || backlog < 0 || backlog > 0x7fffffff) {
-      throw new InvalidArgumentError(`listen: backlog must be an integer >= 0, got ${backlog}`);
-    }
+    checkInteger("listen: backlog", backlog, 0, 0x7fffffff);
     checkCall("rdma_listen", native().rdmacm.rdma_listen(this.ptr, backlog));
     this.#listening = true;
   }
@@ -412,14 +412,15 @@ export class CmId extends NativeResource implements AsyncDisposable {
    * Refuses an incoming connection request (`rdma_reject`) with optional private data (limit
    * checked before the call), then closes this id.
    */
-  reject(privateData?: Uint8Array): void {
+  reject(privateData?: Bytes): void {
     this.assertOpen();
     checkPrivateData("reject", privateData, this.privateDataContext());
-    const pd = privateData && privateData.length > 0 ? NativeBlock.from(privateData) : null;
+    const bytes = privateData ? asBytes(privateData, "privateData") : undefined;
+    const pd = bytes && bytes.length > 0 ? NativeBlock.from(bytes) : null;
     try {
       checkCall(
         "rdma_reject",
-        native().rdmacm.rdma_reject(this.ptr, pd?.ptr ?? null, pd ? privateData!.length : 0),
+        native().rdmacm.rdma_reject(this.ptr, pd?.ptr ?? null, pd ? bytes!.length : 0),
       );
     } finally {
       pd?.free();
@@ -438,6 +439,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
   /** Tells the CM about a QP async event (`rdma_notify`), e.g. `EventType.COMM_EST`. */
   notify(event: number): void {
     this.assertOpen();
+    checkInteger("event", event, 0, 0x7fffffff);
     checkCall("rdma_notify", native().rdmacm.rdma_notify(this.ptr, event));
   }
 
@@ -458,9 +460,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
 
   /** Sets the QP's local ACK timeout exponent (`RDMA_OPTION_ID_ACK_TIMEOUT`, 0..31). */
   setAckTimeout(exponent: number): void {
-    if (!Number.isInteger(exponent) || exponent < 0 || exponent > 31) {
-      throw new InvalidArgumentError(`ACK timeout exponent must be 0..31, got ${exponent}`);
-    }
+    checkInteger("ACK timeout exponent", exponent, 0, 31);
     setIdOption(this, OptionId.ACK_TIMEOUT, exponent, 1, "ACK_TIMEOUT");
   }
 
@@ -614,9 +614,7 @@ export function deliverEvent(id: CmId, ev: CmEvent): void {
 
 function kernelTimeout(ms: number | undefined): number {
   if (ms === undefined) return 2000;
-  if (!Number.isInteger(ms) || ms <= 0 || ms > 0x7fffffff) {
-    throw new InvalidArgumentError(`timeoutMs must be a positive integer, got ${ms}`);
-  }
+  checkInteger("timeoutMs", ms, 1, 0x7fffffff);
   return ms;
 }
 

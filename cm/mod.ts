@@ -30,12 +30,12 @@ export {
   type PrivateDataOp,
 } from "./conn_param.ts";
 export {
+  cmConnect,
+  type CmConnection,
   type CmConnectOptions,
-  connect,
-  type Connection,
-  listen,
-  Listener,
-  type ListenOptions,
+  cmListen,
+  CmListener,
+  type CmListenOptions,
 } from "./connect.ts";
 export { type CmEvent, cmEventName, type ConnEventParam, type UdEventParam } from "./event.ts";
 export { CmId, type CmQpInit, type ResolveOptions } from "./id.ts";

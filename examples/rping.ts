@@ -16,10 +16,10 @@
 import {
   AccessFlags,
   awaitCompletions,
+  cmConnect,
   type CmId,
+  cmListen,
   type CompletionQueue,
-  connect,
-  listen,
   type MemoryRegion,
   type ProtectionDomain,
   type QueuePair,
@@ -181,7 +181,7 @@ function cstring(bytes: Uint8Array): string {
 }
 
 async function runServer(s: Settings): Promise<number> {
-  using listener = listen({ address: s.addr, port: s.port, backlog: 3 });
+  using listener = cmListen({ address: s.addr, port: s.port, backlog: 3 });
   const id = await listener.accept();
   const pd = id.context.allocPd();
   const ep = new Endpoint(id, pd, s);
@@ -228,7 +228,7 @@ async function runServer(s: Settings): Promise<number> {
 
 async function runClient(s: Settings): Promise<number> {
   let ep: Endpoint | undefined;
-  const { id } = await connect({
+  const { id } = await cmConnect({
     address: s.addr,
     port: s.port,
     source: s.source,

@@ -23,10 +23,10 @@ import {
   CmEventChannel,
   CmEventError,
   type CmId,
+  cmListen,
   type CompletionChannel,
   type CompletionQueue,
   Errno,
-  listen,
   type MemoryRegion,
   PortSpace,
   type ProtectionDomain,
@@ -193,7 +193,7 @@ function eventError(e: unknown): number {
 
 async function runServer(s: Settings, nodes: Node[]): Promise<number> {
   out("udaddy: starting server");
-  const listener = listen({ address: s.src ?? "0.0.0.0", port: PORT, portSpace: s.portSpace });
+  const listener = cmListen({ address: s.src ?? "0.0.0.0", port: PORT, portSpace: s.portSpace });
   try {
     let ret = 0;
     for (let left = s.connections; left > 0; left--) {

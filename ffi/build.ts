@@ -12,6 +12,7 @@ import { RDMACM } from "../types/symbols/rdmacm.ts";
 import { LIBC } from "../types/symbols/libc.ts";
 import { InvalidArgumentError, LibraryNotFoundError, RdmaError } from "../types/errors.ts";
 import { candidates, LIBRARIES, type LibraryInfo, type LibraryPaths } from "./library.ts";
+import { describe } from "../types/check.ts";
 
 /** What a runtime backend must provide. */
 export interface Backend {
@@ -103,7 +104,9 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
     },
     alloc(size, align = 64) {
       if (!Number.isInteger(size) || size < 0) {
-        throw new InvalidArgumentError(`alloc: size must be a non-negative integer, got ${size}`);
+        throw new InvalidArgumentError(
+          `alloc: size must be a non-negative integer, got ${describe(size)}`,
+        );
       }
       const rounded = Math.max(align, Math.ceil(size / align) * align);
       const p = libc.aligned_alloc(align, rounded);

@@ -127,6 +127,9 @@ const backend: Backend = {
   functionPointers: () => ({ path: "CFunction", fnPointer, prepareCall }),
 };
 
+/** The CPU architecture, named as the layout tables name it. */
+export const arch: string = backend.arch;
+
 /** Creates the Bun implementation of {@link Native}. */
 export function createNative(paths: LibraryPaths): Native {
   return buildNative(backend, paths);

@@ -314,6 +314,9 @@ const backend: Backend = {
   },
 };
 
+/** The CPU architecture, named as the layout tables name it. */
+export const arch: string = backend.arch;
+
 /** Creates the Deno implementation of {@link Native}. */
 export function createNative(paths: LibraryPaths): Native {
   return buildNative(backend, paths);

@@ -9,7 +9,7 @@
 
 import { native } from "./native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { InvalidArgumentError } from "../types/errors.ts";
+import { checkInteger } from "../types/check.ts";
 
 /** A zeroed native allocation with a cached `DataView` and `Uint8Array` over it. */
 export class NativeBlock {
@@ -26,9 +26,7 @@ export class NativeBlock {
 
   /** Allocates `size` zeroed bytes aligned to `align` (a power of two, default 64). */
   constructor(size: number, align = 64) {
-    if (!Number.isSafeInteger(size) || size < 0) {
-      throw new InvalidArgumentError(`a native block needs a size in bytes, got ${size}`);
-    }
+    checkInteger("native block size", size, 0, Number.MAX_SAFE_INTEGER);
     const n = native();
     this.size = Math.max(1, size);
     this.ptr = n.alloc(this.size, align);

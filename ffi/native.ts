@@ -6,15 +6,14 @@
  */
 
 import type { FnPointerPath, Native } from "../types/native.ts";
-import { layoutFor, type Layouts } from "../types/layout.ts";
+import { layoutArch, type Layouts } from "../types/layout.ts";
 import { RdmaError } from "../types/errors.ts";
 import type { LibraryPaths } from "./library.ts";
 
 export type { LibraryPaths } from "./library.ts";
 
-const loader: { createNative(paths: LibraryPaths): Native } = "Bun" in globalThis
-  ? await import("./bun.ts")
-  : await import("./deno.ts");
+const loader: { readonly arch: string; createNative(paths: LibraryPaths): Native } =
+  "Bun" in globalThis ? await import("./bun.ts") : await import("./deno.ts");
 
 let current: Native | undefined;
 let paths: LibraryPaths = {};
@@ -49,9 +48,12 @@ export function configureNative(options: LibraryPaths): void {
   paths = { ...options };
 }
 
-let layoutTable: Layouts | undefined;
+// Only this machine's table is loaded (the other architecture's would be parsed for nothing).
+const layoutTable: Layouts = layoutArch(loader.arch) === "aarch64"
+  ? (await import("../types/layouts/aarch64.ts")).AARCH64
+  : (await import("../types/layouts/x86_64.ts")).X86_64;
 
-/** The generated struct layouts of this machine's architecture, resolved once. */
+/** The generated struct layouts of this machine's architecture. */
 export function layouts(): Layouts {
-  return layoutTable ??= layoutFor(native().arch);
+  return layoutTable;
 }

@@ -40,6 +40,7 @@ import {
   WaitList,
   type WaitOptions,
 } from "./wait.ts";
+import { describe } from "../types/check.ts";
 
 /** How to wait for completions. */
 export type Strategy = "busy" | "event" | "adaptive";
@@ -195,7 +196,9 @@ const yieldToLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 function checkStrategy(strategy: Strategy, cq: CompletionSource): void {
   if (strategy !== "busy" && strategy !== "event" && strategy !== "adaptive") {
-    throw new InvalidArgumentError(`unknown strategy "${strategy}" (busy, event or adaptive)`);
+    throw new InvalidArgumentError(
+      `unknown strategy ${describe(strategy)} (busy, event or adaptive)`,
+    );
   }
   if (strategy !== "busy" && !cq.channel) {
     throw new InvalidArgumentError(
@@ -230,9 +233,14 @@ export function awaitCompletions(
     if (got > 0) return Promise.resolve(got);
     if (strategy === "adaptive") {
       const fixed = options.spinMicros;
-      if (fixed !== undefined && !(fixed >= 0 && fixed <= MAX_SPIN_MICROS)) {
+      if (
+        fixed !== undefined &&
+        !(typeof fixed === "number" && fixed >= 0 && fixed <= MAX_SPIN_MICROS)
+      ) {
         throw new InvalidArgumentError(
-          `spinMicros must be 0..${MAX_SPIN_MICROS} (the spin blocks the event loop), got ${fixed}`,
+          `spinMicros must be 0..${MAX_SPIN_MICROS} (the spin blocks the event loop), got ${
+            describe(fixed)
+          }`,
         );
       }
       const start = performance.now();

@@ -32,6 +32,7 @@ import { NativeBlock } from "../ffi/memory.ts";
 import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 import { type HoldCounter, WaitList, type WaitOptions } from "./wait.ts";
 import { errnoError } from "../ffi/errors.ts";
+import { describe } from "../types/check.ts";
 
 /** Options of a {@link Poller}. */
 export interface PollerOptions {
@@ -68,7 +69,9 @@ export class Poller implements HoldCounter {
   constructor(options: PollerOptions = {}) {
     const maxEvents = options.maxEvents ?? 64;
     if (!Number.isInteger(maxEvents) || maxEvents < 1) {
-      throw new InvalidArgumentError(`maxEvents must be a positive integer, got ${maxEvents}`);
+      throw new InvalidArgumentError(
+        `maxEvents must be a positive integer, got ${describe(maxEvents)}`,
+      );
     }
     const n = native();
     const layout = layouts().epoll_event;
@@ -130,7 +133,7 @@ export class Poller implements HoldCounter {
   register(fd: number, onReadable?: () => void): FdWatch {
     if (this.#closed) throw new ClosedError("Poller");
     if (!Number.isInteger(fd) || fd < 0) {
-      throw new InvalidArgumentError(`fd must be a non-negative integer, got ${fd}`);
+      throw new InvalidArgumentError(`fd must be a non-negative integer, got ${describe(fd)}`);
     }
     if (this.#watches.has(fd) || fd === this.#wakeFd) {
       throw new InvalidArgumentError(`fd ${fd} is already watched by this poller`);

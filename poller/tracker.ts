@@ -15,6 +15,7 @@ import {
   type CompletionSource,
   type CompletionWaitOptions,
 } from "./completions.ts";
+import { describe } from "../types/check.ts";
 
 /** The fields of a work completion the tracker reads (structural: the verbs WC accessor). */
 export interface CompletionView {
@@ -106,7 +107,9 @@ export class WorkRequestTracker {
   track(wrId: bigint, options?: TrackOptions): Promise<CompletionRecord> {
     if (this.#closed) return Promise.reject(this.#closed);
     if (typeof wrId !== "bigint") {
-      return Promise.reject(new InvalidArgumentError(`wr_id must be a bigint, got ${wrId}`));
+      return Promise.reject(
+        new InvalidArgumentError(`wr_id must be a bigint, got ${describe(wrId)}`),
+      );
     }
     if (this.#entries.has(wrId)) {
       return Promise.reject(new InvalidArgumentError(`wr_id ${wrId} is already tracked`));
@@ -148,6 +151,21 @@ export class WorkRequestTracker {
       });
     } else e.list.rejectAll(workCompletionError(wc, e.reportAs ?? wrId));
     return true;
+  }
+
+  /**
+   * Rejects the pending promises tracked for QP `qpNum` with `reason` (their QP closed: no
+   * completion will come for them). Returns how many.
+   */
+  rejectQp(qpNum: number, reason: Error): number {
+    let n = 0;
+    for (const [wrId, e] of [...this.#entries]) {
+      if (e.qpNum !== qpNum) continue;
+      this.#forget(wrId);
+      e.list.rejectAll(reason);
+      n++;
+    }
+    return n;
   }
 
   /** Rejects every pending promise with `reason` (default ClosedError); later `track` fails too. Idempotent. */

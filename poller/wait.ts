@@ -9,6 +9,7 @@
 
 import { AbortedError, InvalidArgumentError, type RdmaError } from "../types/errors.ts";
 import { addDeadline, type Deadline, removeDeadline } from "./deadlines.ts";
+import { describe } from "../types/check.ts";
 
 /** Options accepted by every wait. */
 export interface WaitOptions {
@@ -36,7 +37,9 @@ export function checkWaitOptions(options: WaitOptions | undefined): void {
   }
   const { timeout, signal } = options;
   if (timeout !== undefined && !(Number.isFinite(timeout) && timeout >= 0)) {
-    throw new InvalidArgumentError(`timeout must be a finite number >= 0 (ms), got ${timeout}`);
+    throw new InvalidArgumentError(
+      `timeout must be a finite number >= 0 (ms), got ${describe(timeout)}`,
+    );
   }
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     throw new InvalidArgumentError("signal must be an AbortSignal");

@@ -2,8 +2,8 @@
  * Type-checks every TypeScript code block of the guide (`docs/*.md`), of the other markdown files
  * that carry them, and of the JSDoc of the library's modules, with `deno check --doc-only`
  * (Deno extracts the ```ts blocks itself; `jsr:@rdma/verbs` and `@rdma/verbs` resolve to this
- * repository's `mod.ts` because deno.json names the package, and deno.json's import map points
- * `@rdma/verbs/stream` at `stream/mod.ts`). Also lists the blocks marked ```ts runnable, which
+ * repository's `mod.ts` because deno.json names the package). Also lists the blocks marked
+ * ```ts runnable, which
  * `tests/device/docs.test.ts` runs as programs on a device.
  *
  *   deno run -A scripts/check-docs.ts          check everything, exit 1 on a type error
@@ -28,14 +28,7 @@ const MODULE_DIRS = ["types", "ffi", "poller", "verbs", "cm", "stream", "example
  * Files (markdown, or modules for their JSDoc) whose ```ts blocks do not type-check yet, with the
  * reason; they are reported as skipped, not checked. Empty it as they are fixed.
  */
-export const PENDING: Readonly<Record<string, string>> = {
-  "cm/README.md":
-    "its overview block uses `pd` and `cq` without declaring them and calls `qp.postRecv()` without a work request",
-  "stream/README.md":
-    "its example imports the stream's connect/listen from the package root, which exports the rdma_cm helpers of those names (the stream layer is not exported by mod.ts or deno.json yet)",
-  "stream/mod.ts":
-    "its module example imports the stream's connect/listen from the package root, which exports the rdma_cm helpers of those names",
-};
+export const PENDING: Readonly<Record<string, string>> = {};
 
 /** One fenced code block of a markdown file. */
 export interface Snippet {

@@ -101,6 +101,27 @@ test("cm private data: the limit of each operation, transport and port space", (
   }
 });
 
+test("cm private data: any ArrayBufferView or ArrayBuffer is bytes; anything else is refused", () => {
+  const rc = { transport: "ib", ud: false, afIb: false } as const;
+  const limit = privateDataLimit("connect", rc);
+  for (
+    const ok of [
+      new ArrayBuffer(limit),
+      new DataView(new ArrayBuffer(limit)),
+      new Uint16Array(limit / 2),
+    ]
+  ) {
+    checkPrivateData("connect", ok, rc);
+  }
+  assert.throws(
+    () => checkPrivateData("connect", new Uint32Array(limit), rc),
+    InvalidArgumentError,
+  );
+  assert.throws(() => checkPrivateData("connect", "text" as never, rc), InvalidArgumentError);
+  const p = encodeConnParam("connect", { privateData: new Uint16Array([0x0201, 0x0403]) }, rc);
+  p.free();
+});
+
 test("cm conn param: ranges are checked before encoding", () => {
   const rc = { transport: "ib", ud: false, afIb: false } as const;
   for (

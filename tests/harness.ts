@@ -12,7 +12,7 @@ type TestFn = () => void | Promise<void>;
 export interface TestOptions {
   /** When a string, the test is skipped and the reason printed. */
   skip?: string | false;
-  /** Milliseconds before the test fails (Bun); Deno has no per-test timeout. */
+  /** Milliseconds before the test fails (default 120 s), in both runtimes. */
   timeout?: number;
 }
 
@@ -29,9 +29,30 @@ export function test(name: string, fn: TestFn, options: TestOptions = {}): void 
     else Deno.test({ name: `${name} [skipped: ${reason}]`, ignore: true, fn });
     return;
   }
-  if (isBun) bunTest(name, fn, options.timeout ?? 120_000);
+  const timeout = options.timeout ?? 120_000;
+  if (isBun) bunTest(name, fn, timeout);
   else {
-    Deno.test({ name, fn, sanitizeOps: false, sanitizeResources: false });
+    // Deno has no per-test timeout: a hung test fails with this one instead of stalling the run
+    Deno.test({
+      name,
+      fn: () => within(timeout, name, fn),
+      sanitizeOps: false,
+      sanitizeResources: false,
+    });
+  }
+}
+
+async function within(ms: number, name: string, fn: TestFn): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    await Promise.race([
+      fn(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`test timed out after ${ms} ms: ${name}`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

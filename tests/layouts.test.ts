@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { test } from "./harness.ts";
 import { diffLayouts, hostArch, probeLayouts, probeUnavailable } from "../scripts/gen-layouts.ts";
-import { layoutFor, LAYOUTS } from "../types/layout.ts";
+import { layoutFor, LAYOUTS } from "../types/layouts/mod.ts";
 
 const arch = hostArch();
 const unavailable = arch === undefined

@@ -21,6 +21,7 @@
 import * as verbs from "./enums/verbs.ts";
 import { InvalidArgumentError } from "./errors.ts";
 import * as cm from "./enums/cm.ts";
+import { describe } from "./check.ts";
 
 export * from "./enums/verbs.ts";
 export * from "./enums/cm.ts";
@@ -55,7 +56,7 @@ function toBig(v: number | bigint): bigint {
  */
 export function flagNames(table: EnumTable, mask: number | bigint, cPrefix: string): string[] {
   let rest = toBig(mask);
-  if (rest < 0n) throw new InvalidArgumentError(`flagNames: not a mask: ${mask}`);
+  if (rest < 0n) throw new InvalidArgumentError(`flagNames: not a mask: ${describe(mask)}`);
   const out: string[] = [];
   for (const [k, v] of Object.entries(table)) {
     const bit = BigInt(v);

@@ -5,8 +5,7 @@
  *
  * @module
  */
-import { X86_64 } from "./layouts/x86_64.ts";
-import { AARCH64 } from "./layouts/aarch64.ts";
+import type { X86_64 } from "./layouts/x86_64.ts";
 import { RdmaError } from "./errors.ts";
 
 /** Size, alignment and field offsets of one C struct, generated from the installed headers. */
@@ -39,15 +38,6 @@ export type Widen<T> = T extends number ? number : { readonly [K in keyof T]: Wi
 /** The precise type of every architecture's table: the same structs and fields, any numbers. */
 export type Layouts = Widen<typeof X86_64>;
 
-/** The checked-in tables by architecture (both have exactly the same structs and fields). */
-export const LAYOUTS: { readonly x86_64: Layouts; readonly aarch64: Layouts } = {
-  x86_64: X86_64,
-  aarch64: AARCH64 satisfies Layouts,
-};
-
-// The aarch64 table must not have structs or fields that x86_64 lacks either.
-const _sameShape: Widen<typeof AARCH64> = X86_64;
-
 /** Normalizes an architecture name ("x64", "amd64", "arm64", ...) to a table name. */
 export function layoutArch(arch: string): LayoutArch {
   switch (arch) {
@@ -64,9 +54,4 @@ export function layoutArch(arch: string): LayoutArch {
           "generate one with scripts/gen-layouts.ts",
       );
   }
-}
-
-/** The layout table for an architecture name: "x86_64"/"x64"/"amd64" or "aarch64"/"arm64". */
-export function layoutFor(arch: string): Layouts {
-  return LAYOUTS[layoutArch(arch)];
 }

@@ -15,6 +15,7 @@ import { checkResource, NativeResource } from "../ffi/resource.ts";
 import { MemoryRegion } from "./mr.ts";
 import type { ProtectionDomain } from "./pd.ts";
 import { WorkCompletion } from "./wc.ts";
+import { checkInteger } from "../types/check.ts";
 
 /** The global route of an address (required on RoCE). */
 export interface GlobalRoute {
@@ -61,11 +62,7 @@ export interface AhAttrData extends AhAttr {
 }
 
 function uint(name: string, v: number | undefined, dflt: number, max: number, min = 0): number {
-  if (v === undefined) return dflt;
-  if (!Number.isInteger(v) || v < min || v > max) {
-    throw new InvalidArgumentError(`${name} must be an integer ${min}..${max}, got ${v}`);
-  }
-  return v;
+  return v === undefined ? dflt : checkInteger(name, v, min, max);
 }
 
 /** Writes an `ibv_ah_attr` at `base` of `view` after checking every field's range. */
@@ -173,9 +170,7 @@ export class AddressHandle extends NativeResource {
       if (!Number.isInteger(off) || off < 0 || off + 40 > mr.length) {
         throw new InvalidArgumentError("the GRH (40 bytes) must lie inside the MR");
       }
-      if (!Number.isInteger(port) || port < 1 || port > 255) {
-        throw new InvalidArgumentError(`port must be 1..255, got ${port}`);
-      }
+      checkInteger("port", port, 1, 255);
       const n = native();
       const grhPtr = n.pointer(mr.addrNumber + off);
       const ah = n.ibverbs.ibv_create_ah_from_wc(pd.ptr, wc.pointer, grhPtr, port);

@@ -9,6 +9,7 @@ import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { DevicePermissionError, InvalidArgumentError } from "../types/errors.ts";
 import { Errno } from "../types/errno.ts";
+import { describe } from "../types/check.ts";
 import { withDeviceList } from "./devices.ts";
 import { nativeError, throwErrno } from "../ffi/errors.ts";
 import { checkResource, NativeResource } from "../ffi/resource.ts";
@@ -286,7 +287,9 @@ export function openDevice(name?: string): Context {
       }
       return new Context(ctx, devName);
     }
-    throw new InvalidArgumentError(`no RDMA device named "${name}" (have: ${names.join(", ")})`);
+    throw new InvalidArgumentError(
+      `no RDMA device named ${describe(name)} (have: ${names.join(", ")})`,
+    );
   });
 }
 

@@ -27,6 +27,7 @@ import { CompletionChannel } from "./channel.ts";
 import { Context, forgetObject, rememberObject } from "./context.ts";
 import type { RecvWr, SendWr } from "./wr.ts";
 import { holdMemory } from "./mr.ts";
+import { checkInteger, checkObject } from "../types/check.ts";
 
 /** Options of {@link Context.createCq}. */
 export interface CqInit {
@@ -79,6 +80,7 @@ let targetsOf: (cq: CompletionQueue) => Map<number, CompletionTarget>;
 let eventNoted: (cq: CompletionQueue, batch: number) => void;
 let pumpOf: (cq: CompletionQueue) => CompletionPump;
 let nextTag: (cq: CompletionQueue) => bigint;
+let trackerOf: (cq: CompletionQueue) => CompletionPump | null;
 
 type PollSpec = typeof IBVERBS_OPS.poll_cq;
 type NotifySpec = typeof IBVERBS_OPS.req_notify_cq;
@@ -120,6 +122,7 @@ export class CompletionQueue extends NativeResource {
         onUntracked: (wc) => cq.#route(wc as WorkCompletion),
       });
     nextTag = (cq) => TRACKED_WR_ID_BASE + cq.#tags++;
+    trackerOf = (cq) => cq.#pump;
   }
 
   /** Creates a CQ; prefer `context.createCq()`. */
@@ -127,28 +130,21 @@ export class CompletionQueue extends NativeResource {
     const creator = creating;
     creating = null;
     checkResource(context, Context, "context");
-    if (typeof init !== "object" || init === null) {
-      throw new InvalidArgumentError("CQ init must be an object");
-    }
+    checkObject("CQ init", init);
     if (init.channel !== undefined) {
       checkResource(init.channel, CompletionChannel, "channel");
       if (init.channel.context !== context) {
         throw new InvalidArgumentError("the completion channel is on another device");
       }
     }
-    if (!Number.isInteger(init.cqe) || init.cqe < 1 || init.cqe > 0x7fffffff) {
-      throw new InvalidArgumentError(`cqe must be a positive integer, got ${init.cqe}`);
-    }
-    const batch = init.pollBatch ?? Math.min(init.cqe, 64);
-    if (!Number.isInteger(batch) || batch < 1 || batch > POLL_BATCH_MAX) {
-      throw new InvalidArgumentError(
-        `pollBatch must be an integer 1..${POLL_BATCH_MAX}, got ${batch}`,
-      );
-    }
-    const vector = init.compVector ?? 0;
-    if (!Number.isInteger(vector) || vector < 0 || vector > 0x7fffffff) {
-      throw new InvalidArgumentError(`compVector must be an integer >= 0, got ${vector}`);
-    }
+    checkInteger("cqe", init.cqe, 1, 0x7fffffff);
+    const batch = checkInteger(
+      "pollBatch",
+      init.pollBatch ?? Math.min(init.cqe, 64),
+      1,
+      POLL_BATCH_MAX,
+    );
+    const vector = checkInteger("compVector", init.compVector ?? 0, 0, 0x7fffffff);
     const n = native();
     const cq = creator ? creator.create() : n.ibverbs.ibv_create_cq(
       context.ptr,
@@ -192,9 +188,7 @@ export class CompletionQueue extends NativeResource {
   poll(max: number = this.pollBatch): number {
     if (this.closed) this.assertOpen();
     if (max !== this.#pollMax) {
-      if (!Number.isInteger(max) || max < 1 || max > this.pollBatch) {
-        throw new InvalidArgumentError(`poll(max): max must be 1..${this.pollBatch}, got ${max}`);
-      }
+      checkInteger("poll(max)", max, 1, this.pollBatch);
       this.#pollMax = max;
       this.#poll.setArg(1, max);
     }
@@ -206,6 +200,9 @@ export class CompletionQueue extends NativeResource {
   /** The cursor at completion `i` of the last `poll` (the same object each time). */
   completion(i: number): WorkCompletion {
     if (this.closed) this.assertOpen();
+    if (typeof i !== "number" || !(i >= 0 && i < this.pollBatch) || !Number.isInteger(i)) {
+      checkInteger("completion index", i, 0, this.pollBatch - 1);
+    }
     return this.wc.at(i);
   }
 
@@ -274,9 +271,7 @@ export class CompletionQueue extends NativeResource {
   /** Resizes the CQ to at least `cqe` entries. */
   resize(cqe: number): void {
     this.assertOpen();
-    if (!Number.isInteger(cqe) || cqe < 1 || cqe > 0x7fffffff) {
-      throw new InvalidArgumentError(`cqe must be a positive integer, got ${cqe}`);
-    }
+    checkInteger("cqe", cqe, 1, 0x7fffffff);
     const rc = native().ibverbs.ibv_resize_cq(this.ptr, cqe);
     if (rc !== 0) throwReturned("ibv_resize_cq", rc, `cqe ${cqe}`);
   }
@@ -316,10 +311,22 @@ export function attachTarget(cq: CompletionQueue, target: CompletionTarget): voi
   targetsOf(cq).set(target.qpNum, target);
 }
 
-/** Removes a QP from dispatch (module-private). */
+/**
+ * Removes a closing QP from dispatch, and settles its tracked work requests with ClosedError: no
+ * completion comes for them once the QP is gone (module-private: QPs call it when they close).
+ */
 export function detachTarget(cq: CompletionQueue, target: CompletionTarget): void {
   const targets = targetsOf(cq);
   if (targets.get(target.qpNum) === target) targets.delete(target.qpNum);
+  settleClosedQp(cq, target.qpNum);
+}
+
+/**
+ * Rejects the tracked work requests of QP `qpNum` with ClosedError: the QP closed, so no
+ * completion will come for them (module-private: QPs call it when they close).
+ */
+export function settleClosedQp(cq: CompletionQueue, qpNum: number): void {
+  trackerOf(cq)?.tracker.rejectQp(qpNum, new ClosedError("QueuePair"));
 }
 
 /** Counts one CQ event; acks in batches of `batch` (module-private: the channel calls it). */

@@ -23,6 +23,7 @@ import { Errno } from "../types/errno.ts";
 import { NativeResource } from "../ffi/resource.ts";
 import type { ProtectionDomain } from "./pd.ts";
 import { isU64, type Sge, type U64 } from "./wr.ts";
+import { checkInteger, describe } from "../types/check.ts";
 
 /** Where a peer may read or write: an address and the rkey that grants it. */
 export interface RemoteAddress {
@@ -51,9 +52,7 @@ export interface RegisterOptions {
 
 /** Checks an access mask the way the verbs spec does, before the provider sees it. */
 export function checkAccess(access: number): number {
-  if (!Number.isInteger(access) || access < 0) {
-    throw new InvalidArgumentError(`access must be AccessFlags bits, got ${access}`);
-  }
+  checkInteger("access (AccessFlags bits)", access, 0, 0x7fffffff);
   const needsLocalWrite = AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_ATOMIC;
   if ((access & needsLocalWrite) !== 0 && (access & AccessFlags.LOCAL_WRITE) === 0) {
     throw new InvalidArgumentError(
@@ -269,13 +268,12 @@ export class MemoryRegion extends NativeResource {
   }
 
   /** What a peer needs to access `[offset, offset + length)` of this MR remotely (at its iova). */
-  remote(offset = 0, length: number = this.length - offset): RemoteAddress {
-    if (
-      !Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 ||
-      length < 0 || offset + length > this.length
-    ) {
+  remote(offset = 0, length?: number): RemoteAddress {
+    checkInteger("offset", offset, 0, this.length);
+    length ??= this.length - offset;
+    if (!Number.isSafeInteger(length) || length < 0 || offset + length > this.length) {
       throw new InvalidArgumentError(
-        `range ${offset}+${length} is outside the MR (${this.length})`,
+        `range ${describe(offset)}+${describe(length)} is outside the MR (${this.length})`,
       );
     }
     return { addr: this.iova + BigInt(offset), rkey: this.rkey, length };

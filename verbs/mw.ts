@@ -16,6 +16,7 @@ import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { nativeError, throwReturned } from "../ffi/errors.ts";
 import { checkResource, NativeResource } from "../ffi/resource.ts";
 import { ProtectionDomain } from "./pd.ts";
+import { describe } from "../types/check.ts";
 import { NativeBlock, setU64 } from "../ffi/memory.ts";
 import { MemoryRegion } from "./mr.ts";
 import { QueuePair } from "./qp.ts";
@@ -61,7 +62,7 @@ export class MemoryWindow extends NativeResource {
   constructor(pd: ProtectionDomain, type: MwType = MwType.TYPE_2) {
     checkResource(pd, ProtectionDomain, "pd");
     if (type !== MwType.TYPE_1 && type !== MwType.TYPE_2) {
-      throw new InvalidArgumentError(`memory window type must be 1 or 2, got ${type}`);
+      throw new InvalidArgumentError(`memory window type must be 1 or 2, got ${describe(type)}`);
     }
     const n = native();
     const fn = pd.context.op("alloc_mw");

@@ -8,6 +8,7 @@ import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { AccessFlags, AdviseMrAdvice, AdviseMrFlags, type MwType } from "../types/enums.ts";
 import { Errno } from "../types/errno.ts";
+import { asBytes, type Bytes } from "../types/bytes.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { nativeError, throwErrno, throwReturned } from "../ffi/errors.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
@@ -31,6 +32,7 @@ import { SharedReceiveQueue, type SrqInit } from "./srq.ts";
 import { type AddressHandle, type AhAttr, createAh, createAhFromWc } from "./ah.ts";
 import { Context } from "./context.ts";
 import type { WorkCompletion } from "./wc.ts";
+import { checkInteger, checkObject } from "../types/check.ts";
 
 /** A protection domain (`ibv_alloc_pd`). */
 export class ProtectionDomain extends NativeResource {
@@ -55,9 +57,7 @@ export class ProtectionDomain extends NativeResource {
    */
   allocBuffer(length: number, options: RegisterOptions = {}): MemoryRegion {
     this.assertOpen();
-    if (!Number.isSafeInteger(length) || length <= 0) {
-      throw new InvalidArgumentError(`buffer length must be a positive integer, got ${length}`);
-    }
+    checkInteger("buffer length", length, 1, Number.MAX_SAFE_INTEGER);
     const o = registerOptions(options);
     return registerBlock(this, new NativeBlock(length, 4096), o.access, o.iova);
   }
@@ -68,11 +68,9 @@ export class ProtectionDomain extends NativeResource {
    * transferable (detachable) buffer; its bytes are read and written by the device
    * at any time while work requests use them.
    */
-  registerMemory(array: Uint8Array, options: RegisterOptions = {}): MemoryRegion {
+  registerMemory(data: Bytes, options: RegisterOptions = {}): MemoryRegion {
     this.assertOpen();
-    if (!(array instanceof Uint8Array)) {
-      throw new InvalidArgumentError("registerMemory takes a Uint8Array");
-    }
+    const array = asBytes(data, "registerMemory");
     if (array.byteLength === 0) throw new InvalidArgumentError("cannot register 0 bytes");
     const buf = array.buffer as ArrayBuffer & { resizable?: boolean; growable?: boolean };
     if (buf.resizable || buf.growable) {
@@ -217,8 +215,6 @@ export class ProtectionDomain extends NativeResource {
 }
 
 function registerOptions(o: RegisterOptions): { access: number; iova: RegisterOptions["iova"] } {
-  if (typeof o !== "object" || o === null) {
-    throw new InvalidArgumentError("register options must be an object");
-  }
+  checkObject("register options", o);
   return { access: o.access ?? AccessFlags.LOCAL_WRITE, iova: o.iova };
 }

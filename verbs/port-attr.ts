@@ -29,6 +29,7 @@ import { NativeBlock } from "../ffi/memory.ts";
 import { readScalars } from "./structs.ts";
 import { formatGid } from "./gid.ts";
 import type { Context } from "./context.ts";
+import { checkInteger } from "../types/check.ts";
 
 /** `struct ibv_port_attr` with camelCase names plus readable names. */
 export interface PortAttr {
@@ -87,9 +88,7 @@ export interface GidEntry {
 }
 
 function checkPort(port: number): void {
-  if (!Number.isInteger(port) || port < 1 || port > 255) {
-    throw new InvalidArgumentError(`port numbers are 1..255, got ${port}`);
-  }
+  checkInteger("port", port, 1, 255);
 }
 
 /** The full `struct ibv_port_attr` through `verbs_context.query_port` (compat query otherwise). */
@@ -134,6 +133,7 @@ export function queryPort(ctx: Context, port: number): PortAttr {
 export function queryGid(ctx: Context, port: number, index: number): string {
   ctx.assertOpen();
   checkPort(port);
+  checkInteger("GID index", index, 0, 0x7fffffff);
   const block = new NativeBlock(16, 8);
   try {
     if (native().ibverbs.ibv_query_gid(ctx.ptr, port, index, block.ptr) !== 0) {
@@ -162,6 +162,7 @@ function gidEntry(view: DataView, base: number): GidEntry {
 export function queryGidEx(ctx: Context, port: number, index: number): GidEntry {
   ctx.assertOpen();
   checkPort(port);
+  checkInteger("GID index", index, 0, 0x7fffffff);
   const n = native();
   const size = layouts().ibv_gid_entry.size;
   const fn = n.ibverbs._ibv_query_gid_ex;
@@ -199,6 +200,7 @@ export function gidTable(ctx: Context, maxEntries = 256): GidEntry[] {
 export function queryPkey(ctx: Context, port: number, index: number): number {
   ctx.assertOpen();
   checkPort(port);
+  checkInteger("P_Key index", index, 0, 0xffff);
   const block = new NativeBlock(2, 8);
   try {
     if (native().ibverbs.ibv_query_pkey(ctx.ptr, port, index, block.ptr) !== 0) {

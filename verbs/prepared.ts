@@ -17,6 +17,7 @@ import { WrList } from "./wr-list.ts";
 import type { MemoryRegion } from "./mr.ts";
 import type { QueuePair } from "./qp.ts";
 import type { SharedReceiveQueue } from "./srq.ts";
+import { checkInteger, describe } from "../types/check.ts";
 
 const construct = Symbol("PreparedList");
 
@@ -93,23 +94,21 @@ export abstract class PreparedList extends NativeResource {
 
   /** The byte offset of WR `i` in the list (throws for an index outside it). */
   protected wrAt(i: number): number {
-    if (!Number.isInteger(i) || i < 0 || i >= this.length) {
-      throw new InvalidArgumentError(`work request index ${i} is outside 0..${this.length - 1}`);
-    }
+    checkInteger("work request index", i, 0, this.length - 1);
     return i * this.#list.wrSize;
   }
 
   /** Sets the wr_id of WR `i` (a number below 2^53 or a bigint). */
   setWrId(i: number, wrId: U64): void {
     const at = this.wrAt(i);
-    if (!isU64(wrId)) throw new InvalidArgumentError(`wrId must be a U64, got ${wrId}`);
+    if (!isU64(wrId)) throw new InvalidArgumentError(`wrId must be a U64, got ${describe(wrId)}`);
     setU64(this.view, at, wrId);
   }
 
   #sge(i: number, j: number): number {
     const mrs = this.#sgeMr[this.wrAt(i) / this.#list.wrSize];
     if (!Number.isInteger(j) || j < 0 || j >= mrs.length) {
-      throw new InvalidArgumentError(`work request ${i} has no SGE ${j}`);
+      throw new InvalidArgumentError(`work request ${i} has no SGE ${describe(j)}`);
     }
     return this.#list.sgeAt[i] + j * this.#sgeSize;
   }
@@ -120,7 +119,9 @@ export abstract class PreparedList extends NativeResource {
     const mr = this.#sgeMr[i][j];
     if (!Number.isInteger(length) || length <= 0 || this.#sgeOffset[i][j] + length > mr.length) {
       throw new InvalidArgumentError(
-        `SGE length ${length} at offset ${this.#sgeOffset[i][j]} is outside its MR (${mr.length})`,
+        `SGE length ${describe(length)} at offset ${
+          this.#sgeOffset[i][j]
+        } is outside its MR (${mr.length})`,
       );
     }
     this.view.setUint32(at + this.#sgeLength, length, true);
@@ -132,7 +133,7 @@ export abstract class PreparedList extends NativeResource {
     const mr = this.#sgeMr[i][j];
     const length = this.view.getUint32(at + this.#sgeLength, true);
     if (!Number.isInteger(offset) || offset < 0 || offset + length > mr.length) {
-      throw new InvalidArgumentError(`SGE offset ${offset}+${length} is outside its MR`);
+      throw new InvalidArgumentError(`SGE offset ${describe(offset)}+${length} is outside its MR`);
     }
     this.#sgeOffset[i][j] = offset;
     setU64(this.view, at + this.#sgeAddr, mr.addrNumber + offset);
@@ -163,13 +164,20 @@ export class PreparedSend extends PreparedList {
 
   /** Sets the immediate data (host order) of WR `i`. */
   setImm(i: number, imm: number): void {
-    this.view.setUint32(this.wrAt(i) + this.#F.imm_data.offset, imm >>> 0, false);
+    const at = this.wrAt(i);
+    this.view.setUint32(
+      at + this.#F.imm_data.offset,
+      checkInteger("imm", imm, 0, 0xffffffff),
+      false,
+    );
   }
 
   /** Sets the remote address of an RDMA or atomic WR `i` (atomics: 8-byte aligned). */
   setRemoteAddr(i: number, addr: U64): void {
     const at = this.wrAt(i);
-    if (!isU64(addr)) throw new InvalidArgumentError(`remote address must be a U64, got ${addr}`);
+    if (!isU64(addr)) {
+      throw new InvalidArgumentError(`remote address must be a U64, got ${describe(addr)}`);
+    }
     if (this.#atomic(i)) {
       if ((typeof addr === "bigint" ? Number(addr & 7n) : addr % 8) !== 0) {
         throw new InvalidArgumentError("atomic remote address must be 8-byte aligned");
@@ -181,26 +189,31 @@ export class PreparedSend extends PreparedList {
   /** Sets the rkey of an RDMA or atomic WR `i`. */
   setRkey(i: number, rkey: number): void {
     const f = this.#atomic(i) ? this.#F["wr.atomic.rkey"] : this.#F["wr.rdma.rkey"];
-    this.view.setUint32(this.wrAt(i) + f.offset, rkey >>> 0, true);
+    this.view.setUint32(this.wrAt(i) + f.offset, checkInteger("rkey", rkey, 0, 0xffffffff), true);
   }
 
   /** Sets the compare (CMP_AND_SWP) or add (FETCH_AND_ADD) operand of WR `i`. */
   setCompareAdd(i: number, v: U64): void {
     const at = this.wrAt(i);
-    if (!isU64(v)) throw new InvalidArgumentError(`compareAdd must be a U64, got ${v}`);
+    if (!isU64(v)) throw new InvalidArgumentError(`compareAdd must be a U64, got ${describe(v)}`);
     setU64(this.view, at + this.#F["wr.atomic.compare_add"].offset, v);
   }
 
   /** Sets the swap operand of WR `i`. */
   setSwap(i: number, v: U64): void {
     const at = this.wrAt(i);
-    if (!isU64(v)) throw new InvalidArgumentError(`swap must be a U64, got ${v}`);
+    if (!isU64(v)) throw new InvalidArgumentError(`swap must be a U64, got ${describe(v)}`);
     setU64(this.view, at + this.#F["wr.atomic.swap"].offset, v);
   }
 
   /** Sets the send flags of WR `i` (an OR of `SendFlags`). */
   setFlags(i: number, flags: number): void {
-    this.view.setUint32(this.wrAt(i) + this.#F.send_flags.offset, flags >>> 0, true);
+    const at = this.wrAt(i);
+    this.view.setUint32(
+      at + this.#F.send_flags.offset,
+      checkInteger("flags", flags, 0, 0x1f),
+      true,
+    );
   }
 }
 

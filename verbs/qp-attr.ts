@@ -7,10 +7,10 @@
 
 import { layouts } from "../ffi/native.ts";
 import { enumName, Mtu, QpAttrMask, QpState } from "../types/enums.ts";
-import { InvalidArgumentError } from "../types/errors.ts";
 import { type AhAttr, encodeAhAttr } from "./ah.ts";
 import { formatGid } from "./gid.ts";
 import { readScalars } from "./structs.ts";
+import { checkInteger, checkObject } from "../types/check.ts";
 
 /** QP attributes to modify; each field given sets its bit of the attribute mask. */
 export interface QpAttr {
@@ -54,9 +54,7 @@ export interface QpAttr {
 export function encodeQpAttr(view: DataView, a: QpAttr): number {
   const F: Readonly<Record<string, { offset: number }>> = layouts().ibv_qp_attr
     .fields;
-  if (typeof a !== "object" || a === null) {
-    throw new InvalidArgumentError("QP attributes must be an object");
-  }
+  checkObject("QP attributes", a);
   let mask = 0;
   const set = (
     name: keyof QpAttr,
@@ -67,9 +65,7 @@ export function encodeQpAttr(view: DataView, a: QpAttr): number {
   ) => {
     const v = a[name];
     if (v === undefined) return;
-    if (!Number.isInteger(v) || (v as number) < 0 || (v as number) > max) {
-      throw new InvalidArgumentError(`QP attribute ${name} must be an integer 0..${max}, got ${v}`);
-    }
+    checkInteger(`QP attribute ${name}`, v, 0, max);
     const at = F[f].offset;
     if (size === 4) view.setUint32(at, v as number, true);
     else if (size === 2) view.setUint16(at, v as number, true);

@@ -15,6 +15,7 @@ import type { NativePointer } from "../types/ctypes.ts";
 import { CompletionQueue } from "./cq.ts";
 import { SharedReceiveQueue } from "./srq.ts";
 import type { ProtectionDomain } from "./pd.ts";
+import { checkInteger, checkObject, describe } from "../types/check.ts";
 
 /** Requested queue capabilities; the provider may grant more. */
 export interface QpCap {
@@ -82,11 +83,7 @@ export interface CheckedQpInit {
 const CAP_MAX = 0x7fffffff;
 
 function capValue(name: string, v: number | undefined, dflt: number): number {
-  if (v === undefined) return dflt;
-  if (!Number.isInteger(v) || v < 0 || v > CAP_MAX) {
-    throw new InvalidArgumentError(`cap.${name} must be an integer 0..${CAP_MAX}, got ${v}`);
-  }
-  return v;
+  return v === undefined ? dflt : checkInteger(`cap.${name}`, v, 0, CAP_MAX);
 }
 
 /**
@@ -98,13 +95,13 @@ export function checkQpInit(
   init: QpInit,
   types: readonly QpType[] = [QpType.RC, QpType.UC, QpType.UD],
 ): CheckedQpInit {
-  if (typeof init !== "object" || init === null) {
-    throw new InvalidArgumentError("QP init must be an object");
-  }
+  checkObject("QP init", init);
   if (!types.includes(init.type)) {
     throw new InvalidArgumentError(
       `QP type must be ${types.map((t) => enumName(QpType, t, "IBV_QPT_")).join(", ")}; got ${
-        typeof init.type === "number" ? enumName(QpType, init.type, "IBV_QPT_") : String(init.type)
+        typeof init.type === "number"
+          ? enumName(QpType, init.type, "IBV_QPT_")
+          : describe(init.type)
       }`,
     );
   }
@@ -118,7 +115,7 @@ export function checkQpInit(
   const srq = init.srq === undefined ? null : checkResource(init.srq, SharedReceiveQueue, "srq");
   if (srq && srq.pd !== pd) throw new InvalidArgumentError("the SRQ is in another PD");
   const c = init.cap ?? {};
-  if (typeof c !== "object" || c === null) throw new InvalidArgumentError("cap must be an object");
+  checkObject("cap", c);
   return {
     type: init.type,
     sendCq,

@@ -8,7 +8,6 @@
 import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { SrqAttrMask } from "../types/enums.ts";
-import { InvalidArgumentError } from "../types/errors.ts";
 import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { checkResource, NativeResource } from "../ffi/resource.ts";
@@ -18,6 +17,7 @@ import { type PreparedRecv, prepareRecv } from "./prepared.ts";
 import { type RecvWr, recvWrProblem } from "./wr.ts";
 import { type Context, forgetObject, rememberObject } from "./context.ts";
 import { ProtectionDomain } from "./pd.ts";
+import { checkInteger, checkObject } from "../types/check.ts";
 
 /** How to create an SRQ. */
 export interface SrqInit {
@@ -60,16 +60,9 @@ export class SharedReceiveQueue extends NativeResource {
   /** Creates an SRQ; prefer `pd.createSrq()`. */
   constructor(pd: ProtectionDomain, init: SrqInit) {
     checkResource(pd, ProtectionDomain, "pd");
-    if (typeof init !== "object" || init === null) {
-      throw new InvalidArgumentError("SRQ init must be an object");
-    }
-    const u32 = (name: string, v: number | undefined, dflt: number, min: number) => {
-      if (v === undefined) return dflt;
-      if (!Number.isInteger(v) || v < min || v > 0x7fffffff) {
-        throw new InvalidArgumentError(`SRQ ${name} must be an integer >= ${min}, got ${v}`);
-      }
-      return v;
-    };
+    checkObject("SRQ init", init);
+    const u32 = (name: string, v: number | undefined, dflt: number, min: number) =>
+      v === undefined ? dflt : checkInteger(`SRQ ${name}`, v, min, 0x7fffffff);
     const reqWr = u32("maxWr", init.maxWr, 0, 1);
     const reqSge = u32("maxSge", init.maxSge, 1, 1);
     const reqLimit = u32("limit", init.limit, 0, 0);
@@ -136,9 +129,7 @@ export class SharedReceiveQueue extends NativeResource {
    */
   setLimit(limit: number): void {
     this.assertOpen();
-    if (!Number.isInteger(limit) || limit < 0 || limit > 0x7fffffff) {
-      throw new InvalidArgumentError(`SRQ limit must be a non-negative integer, got ${limit}`);
-    }
+    checkInteger("SRQ limit", limit, 0, 0x7fffffff);
     const F = layouts().ibv_srq_attr.fields;
     this.#attr.clear();
     this.#attr.view.setUint32(F.srq_limit.offset, limit, true);
@@ -149,9 +140,7 @@ export class SharedReceiveQueue extends NativeResource {
   /** Resizes the SRQ (`IBV_SRQ_MAX_WR`), where the provider supports it. */
   resize(maxWr: number): void {
     this.assertOpen();
-    if (!Number.isInteger(maxWr) || maxWr < 1 || maxWr > 0x7fffffff) {
-      throw new InvalidArgumentError(`SRQ maxWr must be a positive integer, got ${maxWr}`);
-    }
+    checkInteger("SRQ maxWr", maxWr, 1, 0x7fffffff);
     const F = layouts().ibv_srq_attr.fields;
     this.#attr.clear();
     this.#attr.view.setUint32(F.max_wr.offset, maxWr, true);

@@ -7,49 +7,16 @@
  */
 
 import assert from "node:assert/strict";
-import { native } from "../../ffi/native.ts";
 import { deviceTest } from "../harness.ts";
-import { connect } from "../../cm/connect.ts";
+import { cmConnect } from "../../cm/connect.ts";
 import { privateDataLimit } from "../../cm/conn_param.ts";
 import { ClosedError, CmEventError, InvalidArgumentError } from "../../types/errors.ts";
-import { CmEventType, PrivateDataLimits, QpState } from "../../types/enums.ts";
+import { CmEventType, PrivateDataLimits } from "../../types/enums.ts";
 import { Endpoint } from "./peers/endpoint.ts";
 import { spawnPeer, text } from "./peers/spawn.ts";
+import { openFds, session } from "./peers/session.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
-/** Open file descriptors of this process (probed with fcntl: no file-system permission needed). */
-function openFds(): number {
-  const libc = native().libc;
-  let count = 0;
-  for (let fd = 0; fd < 4096; fd++) if (libc.fcntl(fd, 1, /* F_GETFD */ 0) >= 0) count++;
-  return count;
-}
-
-async function session(address: string, port: number, tag: string, pings = 1) {
-  let ep: Endpoint | undefined;
-  const { id, event } = await connect({
-    address,
-    port,
-    privateData: enc(tag),
-    timeout: 20_000,
-    beforeConnect: (id) => {
-      ep = new Endpoint(id); // QP on the id, receives posted before connect
-    },
-  });
-  try {
-    assert.equal(id.qp!.state, QpState.RTS);
-    for (let i = 0; i < pings; i++) {
-      await ep!.send(enc(`ping ${tag} ${i}`));
-      const m = await ep!.recv();
-      assert.equal(text(m.bytes), `pong ${tag} ${i}`);
-    }
-    return { id, event, ep: ep! };
-  } catch (e) {
-    id.close();
-    ep?.close();
-    throw e;
-  }
-}
 
 deviceTest(
   "cm rc: connect, accept, exchange data, disconnect (server in another process)",
@@ -150,7 +117,7 @@ deviceTest(
       const { port } = await peer.next((m) => "ready" in m) as { port: number };
       const eps: Endpoint[] = [];
       const attempt = (privateData: Uint8Array) =>
-        connect({
+        cmConnect({
           address: env.address,
           port,
           privateData,

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
 import { CmEventChannel } from "../../cm/channel.ts";
-import { connect } from "../../cm/connect.ts";
+import { cmConnect } from "../../cm/connect.ts";
 import { udDestination } from "../../cm/ud.ts";
 import { UnsupportedError } from "../../types/errors.ts";
 import { CmEventType, RDMA_UDP_QKEY } from "../../types/enums.ts";
@@ -23,7 +23,7 @@ deviceTest(
   async (env) => {
     if (env.transport === "iwarp") {
       let ep: Endpoint | undefined;
-      const err = await connect({
+      const err = await cmConnect({
         address: env.address,
         port: 7174,
         portSpace: "UDP",
@@ -39,7 +39,7 @@ deviceTest(
     let ep: Endpoint | undefined;
     try {
       const { port } = await peer.next((m) => "ready" in m) as { port: number };
-      const { id, event } = await connect({
+      const { id, event } = await cmConnect({
         address: env.address,
         port,
         portSpace: "UDP",

@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { deviceTest, notOnIwarp } from "../harness.ts";
-import { connect, listen } from "../../cm/connect.ts";
+import { cmConnect, cmListen } from "../../cm/connect.ts";
 import { CmEventChannel } from "../../cm/channel.ts";
 import { CmEventError, InvalidArgumentError, NativeError } from "../../types/errors.ts";
 import { CmEventType, PortSpace, PrivateDataLimits } from "../../types/enums.ts";
@@ -44,7 +44,7 @@ deviceTest(
   async (env) => {
     const t0 = Date.now();
     let ep: Endpoint | undefined;
-    const err = await connect({
+    const err = await cmConnect({
       address: env.address,
       port: 7,
       timeout: 20_000,
@@ -76,7 +76,7 @@ deviceTest(
     const peer = spawnPeer("cm-reject.ts", [env.address, "1"]);
     try {
       const { port } = await peer.next((m) => "ready" in m) as { port: number };
-      const err = await connect({
+      const err = await cmConnect({
         address: env.address,
         port,
         qpNum: 0x123,
@@ -126,7 +126,7 @@ deviceTest(
       const atLimit = new Uint8Array(limits.connect).map((_, i) => i + 1);
       // one byte over: refused before anything reaches librdmacm
       await assert.rejects(
-        connect({
+        cmConnect({
           address: env.address,
           port,
           qpNum: 1,
@@ -136,7 +136,7 @@ deviceTest(
           e instanceof InvalidArgumentError &&
           /limit for connect .* 56/.test(e.message),
       );
-      const err = await connect({
+      const err = await cmConnect({
         address: env.address,
         port,
         qpNum: 1,
@@ -167,7 +167,7 @@ deviceTest(
 deviceTest(
   "cm: listener reports its address and port; closed ids raise ClosedError",
   (env) => {
-    const l = listen({ address: env.address, port: 0, backlog: 8 });
+    const l = cmListen({ address: env.address, port: 0, backlog: 8 });
     const port = l.port;
     assert.ok(port > 0);
     assert.deepEqual(l.address, { family: "IPv4", address: env.address, port });
@@ -182,14 +182,14 @@ deviceTest(
   "cm: options (TOS, reuse-address, ACK timeout) and rdma_getaddrinfo",
   (env) => {
     // REUSEADDR lets a second listener bind the port of a closed one at once
-    const a = listen({ address: env.address, port: 0, reuseAddress: true });
+    const a = cmListen({ address: env.address, port: 0, reuseAddress: true });
     const port = a.port;
     a.id.setTos(32);
     a.id.setAckTimeout(14);
     assert.throws(() => a.id.setTos(256), InvalidArgumentError);
     assert.throws(() => a.id.setAckTimeout(32), InvalidArgumentError);
     a.close();
-    const b = listen({ address: env.address, port, reuseAddress: true });
+    const b = cmListen({ address: env.address, port, reuseAddress: true });
     assert.equal(b.port, port);
     b.close();
     const [ai] = getAddrInfo(env.address, port, {

@@ -6,7 +6,7 @@ import { deviceTest } from "../harness.ts";
 import { listDevices } from "../../mod.ts";
 import { native } from "../../ffi/native.ts";
 import { withDeviceList } from "../../verbs/devices.ts";
-import { layoutFor } from "../../types/layout.ts";
+import { layoutFor } from "../../types/layouts/mod.ts";
 import { IBVERBS_OPS } from "../../types/symbols/ibverbs.ts";
 import { PortState } from "../../types/enums.ts";
 

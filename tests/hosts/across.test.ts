@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import os from "node:os";
 import process from "node:process";
-import { CmEventType, connect, QpState } from "../../mod.ts";
+import { cmConnect, CmEventType, QpState } from "../../mod.ts";
 import { deviceTest, notOnIwarp } from "../harness.ts";
 import { Endpoint } from "../device/peers/endpoint.ts";
 import { hasRemotePeer, peerAddress, spawnPeer, spawnRemote, text } from "../device/peers/spawn.ts";
@@ -53,7 +53,7 @@ deviceTest("two hosts: rdma_cm RC, server on the peer guest, client here", async
   try {
     const { port } = await peer.next((m) => "ready" in m, 120_000) as { port: number };
     let ep: Endpoint | undefined;
-    const { id, event } = await connect({
+    const { id, event } = await cmConnect({
       address,
       port,
       privateData: enc("across-0"),

@@ -11,15 +11,15 @@
 import {
   type AddressHandle,
   type AhAttr,
+  cmConnect as connectOnCm,
   CmEventChannel,
   CmEventError,
   type CmId,
-  connect,
+  cmListen as listenOnCm,
+  type CmListener,
   type ConnParam,
   type Context,
   listDevices,
-  listen,
-  type Listener,
   type Mtu,
   openDevice,
   type ProtectionDomain,
@@ -132,7 +132,7 @@ export function udAddressHandle(pd: ProtectionDomain, peer: PeerQp, o: PathOptio
  * that channel, so they outlive the listener (perftest frees the port for the next listener).
  */
 export interface CmListening {
-  readonly listener: Listener;
+  readonly listener: CmListener;
   readonly channel: CmEventChannel;
 }
 
@@ -140,7 +140,7 @@ export interface CmListening {
 export function cmListen(port: number): CmListening {
   const channel = new CmEventChannel();
   try {
-    return { listener: listen({ address: "0.0.0.0", port, backlog: 16, channel }), channel };
+    return { listener: listenOnCm({ hostname: "0.0.0.0", port, backlog: 16, channel }), channel };
   } catch (e) {
     channel.close();
     throw e;
@@ -182,7 +182,7 @@ export async function cmConnect(
   const deadline = performance.now() + patienceMs;
   for (;;) {
     try {
-      const { id } = await connect({ address: host, port, beforeConnect: setup, ...param });
+      const { id } = await connectOnCm({ hostname: host, port, beforeConnect: setup, ...param });
       return id;
     } catch (e) {
       if (!(e instanceof CmEventError) || performance.now() > deadline) throw e;

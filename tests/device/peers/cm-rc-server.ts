@@ -10,7 +10,7 @@
  */
 
 import process from "node:process";
-import { listen } from "../../../cm/connect.ts";
+import { cmListen } from "../../../cm/connect.ts";
 import { ClosedError, WorkCompletionError } from "../../../types/errors.ts";
 import { WcStatus } from "../../../types/enums.ts";
 import type { CmId } from "../../../cm/id.ts";
@@ -19,7 +19,7 @@ import { report, text } from "./spawn.ts";
 
 const [address, countArg, mode] = process.argv.slice(2);
 const count = Number(countArg);
-const listener = listen({ address, port: 0, backlog: 32 });
+const listener = cmListen({ address, port: 0, backlog: 32 });
 report({ ready: true, port: listener.port });
 
 async function serve(req: CmId, n: number): Promise<void> {

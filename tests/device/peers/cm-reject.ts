@@ -8,12 +8,12 @@
  */
 
 import process from "node:process";
-import { listen } from "../../../cm/connect.ts";
+import { cmListen } from "../../../cm/connect.ts";
 import { report, text } from "./spawn.ts";
 
 const [address, countArg, opt, fillArg] = process.argv.slice(2);
 const count = Number(countArg);
-const listener = listen({ address, port: 0 });
+const listener = cmListen({ address, port: 0 });
 report({ ready: true, port: listener.port });
 for (let i = 0; i < count; i++) {
   const req = await listener.accept({ timeout: 30_000 });

@@ -9,14 +9,14 @@
  */
 
 import process from "node:process";
-import { listen } from "../../../cm/connect.ts";
+import { cmListen } from "../../../cm/connect.ts";
 import { RDMA_UDP_QKEY } from "../../../types/enums.ts";
 import { Endpoint } from "./endpoint.ts";
 import { report, text } from "./spawn.ts";
 
 const [address, countArg] = process.argv.slice(2);
 const count = Number(countArg);
-const listener = listen({ address, port: 0, portSpace: "UDP" });
+const listener = cmListen({ address, port: 0, portSpace: "UDP" });
 report({ ready: true, port: listener.port });
 const req = await listener.accept({ timeout: 30_000 });
 const ep = new Endpoint(req, { replyAh: true });

@@ -1,0 +1,292 @@
+/**
+ * The side-by-side comparison behind `deno task bench`: every workload run by Debian's C perftest
+ * (`ib_*`), by this library's perftest tools in Deno and in Bun (bench/perftest), in interleaved
+ * rounds (C, Deno, Bun, C, Deno, Bun, …), each pair being server and client of the same
+ * implementation on the test device. Prints a markdown table (metric | C | Deno | Bun | Deno/C |
+ * Bun/C, medians with the min–max spread) and writes it, with an SVG chart of latency and
+ * bandwidth per message size (one line per implementation), under bench/results/.
+ *
+ * Runs inside the soft-RoCE guest (scripts/bench boots it once); also on a real RDMA device:
+ *
+ *   deno run -A bench/compare.ts [--rounds N] [--quick] [--out DIR]
+ *
+ * Environment: RDMA_DEVICE, RDMA_GID_INDEX, RDMA_GUEST_IP (set by scripts/softroce-vm).
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import process from "node:process";
+import { parseArgs } from "node:util";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+const { values: opts } = parseArgs({
+  args: process.argv.slice(2),
+  options: {
+    rounds: { type: "string", default: "3" },
+    quick: { type: "boolean", default: false },
+    out: { type: "string", default: join(ROOT, "bench", "results") },
+    extra: { type: "string", multiple: true, default: [] },
+  },
+});
+const ROUNDS = Math.max(1, Number(opts.rounds));
+const env = process.env;
+const device = env.RDMA_DEVICE ?? "rxe0";
+const gid = env.RDMA_GID_INDEX ?? "1";
+const host = env.RDMA_GUEST_IP ?? env.RDMA_ADDR ?? "127.0.0.1";
+const deno = env.DENO_BIN ?? "deno";
+const bun = env.BUN_BIN ?? "bun";
+
+type Impl = "C" | "Deno" | "Bun";
+const IMPLS: Impl[] = ["C", "Deno", "Bun"];
+
+/** One measured quantity: a tool run with flags, and what to read from its table row. */
+interface Workload {
+  /** Row label in the table. */
+  readonly label: string;
+  /** perftest tool name without `ib_`. */
+  readonly tool: string;
+  /** Flags for both sides. */
+  readonly args: string[];
+  /** Which column: latency (t_typical µs), bandwidth (BW average MB/s) or message rate (Mpps). */
+  readonly metric: "t_typical" | "bw_average" | "msg_rate";
+  /** Lower is better (latency) or higher (bandwidth, rate). */
+  readonly lowerIsBetter: boolean;
+  /** For the chart: the series it belongs to and its message size. */
+  readonly chart?: { series: "latency" | "bandwidth"; size: number };
+}
+
+const base = ["-d", device, "-x", gid, "-F"];
+const lat = (size: number, extra: string[] = [], chart = true): Workload => ({
+  label: `send_lat ${size} B${extra.includes("-e") ? " (-e events)" : ""}`,
+  tool: "send_lat",
+  args: [...base, "-s", String(size), "-n", opts.quick ? "200" : "1000", ...extra],
+  metric: "t_typical",
+  lowerIsBetter: true,
+  chart: chart && !extra.length ? { series: "latency", size } : undefined,
+});
+const bw = (tool: string, size: number, chart = false): Workload => ({
+  label: `${tool} ${size >= 1024 ? `${size / 1024} KiB` : `${size} B`}`,
+  tool,
+  args: [...base, "-s", String(size), "-n", opts.quick ? "500" : "2000"],
+  metric: "bw_average",
+  lowerIsBetter: false,
+  chart: chart ? { series: "bandwidth", size } : undefined,
+});
+
+const WORKLOADS: Workload[] = [
+  lat(64, []),
+  lat(64, ["-e"]),
+  { ...lat(64, [], false), label: "write_lat 64 B", tool: "write_lat" },
+  { ...lat(64, [], false), label: "read_lat 64 B", tool: "read_lat" },
+  { ...lat(8, [], false), label: "atomic_lat 8 B", tool: "atomic_lat" },
+  { ...bw("send_bw", 4096), label: "send_bw 4 KiB (message rate)", metric: "msg_rate" },
+  bw("write_bw", 65536, true),
+  bw("read_bw", 65536),
+  { ...bw("atomic_bw", 8), metric: "msg_rate", label: "atomic_bw 8 B (message rate)" },
+  ...(opts.quick ? [] : [lat(2), lat(1024), lat(4096), lat(16384)]),
+  ...(opts.quick
+    ? []
+    : [bw("write_bw", 1024, true), bw("write_bw", 4096, true), bw("write_bw", 16384, true)]),
+];
+
+function argv(impl: Impl, tool: string, args: string[]): string[] {
+  const file = join(ROOT, "bench", "perftest", `${tool}.ts`);
+  if (impl === "C") return [`ib_${tool}`, ...args];
+  if (impl === "Deno") return [deno, "run", "--allow-ffi", "--allow-net", file, ...args];
+  return [bun, file, ...args];
+}
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(cmd: string[], timeoutMs: number): { child: ChildProcess; done: Promise<Run> } {
+  const child = spawn(cmd[0], cmd.slice(1), { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "", stderr = "";
+  child.stdout!.on("data", (d) => (stdout += d));
+  child.stderr!.on("data", (d) => (stderr += d));
+  const done = new Promise<Run>((resolve) => {
+    const t = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.on("close", (code) => {
+      clearTimeout(t);
+      resolve({ code, stdout, stderr });
+    });
+    child.on("error", (e) => {
+      clearTimeout(t);
+      resolve({ code: -1, stdout, stderr: stderr + e.message });
+    });
+  });
+  return { child, done };
+}
+
+let port = 18515 + Math.floor(Math.random() * 2000);
+
+/** The first numeric row under perftest's header, as numbers. */
+function row(text: string): number[] | null {
+  const lines = text.split("\n");
+  const at = lines.findIndex((l) => /^\s*#bytes/.test(l));
+  if (at < 0) return null;
+  for (const l of lines.slice(at + 1)) {
+    const nums = l.trim().split(/\s+/).map(Number);
+    if (nums.length >= 5 && nums.every((n) => Number.isFinite(n))) return nums;
+  }
+  return null;
+}
+
+function value(w: Workload, r: number[]): number {
+  // lat: #bytes #iters t_min t_max t_typical ...; bw: #bytes #iters BW_peak BW_average MsgRate
+  if (w.metric === "t_typical") return r[4];
+  if (w.metric === "bw_average") return r[3];
+  return r[4];
+}
+
+/** One server/client pair of `impl`; the client's row value, or null (with the reason printed). */
+async function pair(impl: Impl, w: Workload): Promise<number | null> {
+  const p = String(port++);
+  const server = run(argv(impl, w.tool, [...w.args, "-p", p]), 180_000);
+  await new Promise((r) => setTimeout(r, impl === "C" ? 300 : 2500));
+  let client: Run | null = null;
+  for (let attempt = 0; attempt < 20 && (client === null || client.code !== 0); attempt++) {
+    client = await run(argv(impl, w.tool, [...w.args, "-p", p, host]), 180_000).done;
+    if (client.code === 0) break;
+    if (!/connect|refused|Couldn't/i.test(client.stderr + client.stdout)) break;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  const s = await server.done;
+  const r = client && row(client.stdout) || row(s.stdout);
+  if (!client || client.code !== 0 || !r) {
+    console.error(
+      `bench: ${impl} ${w.label} failed (client ${client?.code}, server ${s.code}): ${
+        (client?.stderr ?? "").slice(-300)
+      } ${s.stderr.slice(-300)}`,
+    );
+    return null;
+  }
+  return value(w, r);
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.floor((s.length - 1) / 2)] : NaN;
+};
+
+const results = new Map<string, Record<Impl, number[]>>();
+for (const w of WORKLOADS) results.set(w.label, { C: [], Deno: [], Bun: [] });
+
+const t0 = performance.now();
+for (let round = 0; round < ROUNDS; round++) {
+  for (const w of WORKLOADS) {
+    for (const impl of IMPLS) {
+      const v = await pair(impl, w);
+      if (v !== null) results.get(w.label)![impl].push(v);
+    }
+  }
+  console.error(
+    `bench: round ${round + 1}/${ROUNDS} done (${((performance.now() - t0) / 1000).toFixed(0)} s)`,
+  );
+}
+
+const fmt = (v: number) =>
+  !Number.isFinite(v) ? "–" : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+const spread = (xs: number[]) =>
+  xs.length ? `${fmt(median(xs))} (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})` : "–";
+const unit = (w: Workload) =>
+  w.metric === "t_typical" ? "µs, typical" : w.metric === "bw_average" ? "MB/s" : "Mpps";
+const ratio = (x: number[], c: number[]) => {
+  const r = median(x) / median(c);
+  return Number.isFinite(r) ? `${r.toFixed(2)}×` : "–";
+};
+
+const date = new Date().toISOString().slice(0, 10);
+const lines = [
+  `Measured ${date} on ${device} (${
+    env.RDMA_VM === "1" ? "soft-RoCE guest, QEMU TCG" : "local device"
+  }), ` +
+  `${ROUNDS} interleaved rounds; medians with min–max. Ratios: ours / C (latency: lower is better; ` +
+  `bandwidth and message rate: higher is better).`,
+  "",
+  "| metric | C | Deno | Bun | Deno/C | Bun/C |",
+  "|---|---|---|---|---|---|",
+];
+for (const w of WORKLOADS) {
+  const r = results.get(w.label)!;
+  lines.push(
+    `| ${w.label} (${unit(w)}) | ${spread(r.C)} | ${spread(r.Deno)} | ${spread(r.Bun)} | ${
+      ratio(r.Deno, r.C)
+    } | ${ratio(r.Bun, r.C)} |`,
+  );
+}
+const table = lines.join("\n");
+console.log(table);
+
+/** An SVG with two panels (latency and bandwidth vs message size), one line per implementation. */
+function chart(): string {
+  const W = 900, H = 360, pad = 50, panel = (W - 3 * pad) / 2;
+  const colors: Record<Impl, string> = { C: "#444", Deno: "#1a7f37", Bun: "#c2410c" };
+  const out: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11">`,
+    `<rect width="${W}" height="${H}" fill="white"/>`,
+  ];
+  (["latency", "bandwidth"] as const).forEach((series, k) => {
+    const x0 = pad + k * (panel + pad), y0 = H - pad, h = H - 2 * pad;
+    const pts = WORKLOADS.filter((w) => w.chart?.series === series);
+    const sizes = [...new Set(pts.map((w) => w.chart!.size))].sort((a, b) => a - b);
+    const all = pts.flatMap((w) => IMPLS.map((i) => median(results.get(w.label)![i])))
+      .filter(Number.isFinite);
+    const ymax = Math.max(1, ...all) * 1.1;
+    const lx = (s: number) =>
+      x0 + (sizes.length < 2 ? panel / 2 : (Math.log2(s) - Math.log2(sizes[0])) /
+        (Math.log2(sizes[sizes.length - 1]) - Math.log2(sizes[0])) * panel);
+    const ly = (v: number) => y0 - v / ymax * h;
+    out.push(
+      `<text x="${x0 + panel / 2}" y="${pad - 20}" text-anchor="middle" font-size="13">${
+        series === "latency" ? "send latency, typical (µs)" : "RDMA write bandwidth (MB/s)"
+      }</text>`,
+      `<line x1="${x0}" y1="${y0}" x2="${x0 + panel}" y2="${y0}" stroke="#999"/>`,
+      `<line x1="${x0}" y1="${y0}" x2="${x0}" y2="${y0 - h}" stroke="#999"/>`,
+    );
+    for (const s of sizes) {
+      out.push(
+        `<text x="${lx(s)}" y="${y0 + 14}" text-anchor="middle">${
+          s >= 1024 ? `${s / 1024}K` : s
+        }</text>`,
+      );
+    }
+    for (let t = 0; t <= 4; t++) {
+      const v = ymax * t / 4;
+      out.push(`<text x="${x0 - 4}" y="${ly(v) + 4}" text-anchor="end">${fmt(v)}</text>`);
+    }
+    IMPLS.forEach((impl, n) => {
+      const p = sizes.map((s) => {
+        const w = pts.find((x) => x.chart!.size === s)!;
+        return [lx(s), ly(median(results.get(w.label)![impl]))] as const;
+      }).filter(([, y]) => Number.isFinite(y));
+      if (p.length) {
+        out.push(
+          `<polyline fill="none" stroke="${colors[impl]}" stroke-width="2" points="${
+            p.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(" ")
+          }"/>`,
+        );
+      }
+      out.push(
+        `<text x="${x0 + panel - 60}" y="${y0 - h + 14 * (n + 1)}" fill="${
+          colors[impl]
+        }">${impl}</text>`,
+      );
+    });
+  });
+  out.push("</svg>");
+  return out.join("\n");
+}
+
+mkdirSync(opts.out, { recursive: true });
+const md =
+  `# Benchmarks: C perftest vs @rdma/verbs in Deno and Bun\n\n${table}\n\n![latency and bandwidth](latest.svg)\n`;
+writeFileSync(join(opts.out, `${date}.md`), md);
+writeFileSync(join(opts.out, "latest.md"), md);
+const svg = chart();
+writeFileSync(join(opts.out, `${date}.svg`), svg);
+writeFileSync(join(opts.out, "latest.svg"), svg);
+console.error(`bench: wrote ${join("bench", "results", "latest.md")} and latest.svg`);

@@ -1,0 +1,51 @@
+// runs on iWARP
+/**
+ * Soak: many connect/transfer/disconnect cycles over rdma_cm against a server process, with the
+ * open-fd count and the resident set size measured after a warm-up and at the end (both
+ * printed). `RDMA_SOAK_CYCLES` sets the count (default 1,000).
+ */
+import assert from "node:assert/strict";
+import process from "node:process";
+import { deviceTest } from "../harness.ts";
+import { spawnPeer } from "./peers/spawn.ts";
+import { openFds, rss, session } from "./peers/session.ts";
+
+const CYCLES = Number(process.env.RDMA_SOAK_CYCLES ?? 1000);
+const MiB = 1024 * 1024;
+
+deviceTest(
+  `fault soak: ${CYCLES} connect/transfer/disconnect cycles, fds and RSS flat`,
+  async (env) => {
+    const peer = spawnPeer("cm-rc-server.ts", [env.address, String(CYCLES)]);
+    try {
+      const { port } = await peer.next((m) => "ready" in m) as { port: number };
+      const warm = Math.min(50, CYCLES - 1);
+      let fds0 = 0, rss0 = 0;
+      const t0 = performance.now();
+      for (let i = 0; i < CYCLES; i++) {
+        const { id, ep } = await session(env.address, port, `c${i}`, 2);
+        await id.disconnect();
+        ep.close();
+        if (i === warm) {
+          fds0 = openFds();
+          rss0 = rss();
+        }
+      }
+      const fds1 = openFds();
+      const rss1 = rss();
+      const secs = (performance.now() - t0) / 1000;
+      console.log(
+        `fault soak: ${CYCLES} cycles in ${secs.toFixed(1)} s; fds ${fds0} → ${fds1}; ` +
+          `RSS ${(rss0 / MiB).toFixed(1)} → ${(rss1 / MiB).toFixed(1)} MiB (after cycle ${warm})`,
+      );
+      assert.equal(fds1, fds0, "open fds stay flat");
+      // a garbage-collected heap moves a little; a leak of native memory per cycle would not stop
+      assert.ok(rss1 - rss0 < 64 * MiB, `RSS grew by ${((rss1 - rss0) / MiB).toFixed(1)} MiB`);
+      await peer.next((m) => "done" in m, 60_000);
+      assert.equal(await peer.exited, 0);
+    } finally {
+      peer.kill();
+    }
+  },
+  { timeout: 1_800_000 },
+);

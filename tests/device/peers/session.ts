@@ -1,0 +1,54 @@
+/**
+ * The client side of the RC echo sessions the cm and fault tests run against
+ * `cm-rc-server.ts`, and the process measurements they report (open fds, RSS).
+ */
+
+import assert from "node:assert/strict";
+import process from "node:process";
+import { native } from "../../../ffi/native.ts";
+import { cmConnect } from "../../../cm/connect.ts";
+import { QpState } from "../../../types/enums.ts";
+import { Endpoint } from "./endpoint.ts";
+import { text } from "./spawn.ts";
+
+const enc = (s: string) => new TextEncoder().encode(s);
+
+/** Open file descriptors of this process (probed with fcntl: no file-system permission needed). */
+export function openFds(): number {
+  const libc = native().libc;
+  let count = 0;
+  for (let fd = 0; fd < 4096; fd++) if (libc.fcntl(fd, 1, /* F_GETFD */ 0) >= 0) count++;
+  return count;
+}
+
+/** Resident set size of this process in bytes. */
+export function rss(): number {
+  return process.memoryUsage().rss;
+}
+
+/** Connects to the echo server, sends `pings` pings and checks each pong. */
+export async function session(address: string, port: number, tag: string, pings = 1) {
+  let ep: Endpoint | undefined;
+  const { id, event } = await cmConnect({
+    hostname: address,
+    port,
+    privateData: enc(tag),
+    timeout: 20_000,
+    beforeConnect: (id) => {
+      ep = new Endpoint(id); // QP on the id, receives posted before connect
+    },
+  });
+  try {
+    assert.equal(id.qp!.state, QpState.RTS);
+    for (let i = 0; i < pings; i++) {
+      await ep!.send(enc(`ping ${tag} ${i}`));
+      const m = await ep!.recv();
+      assert.equal(text(m.bytes), `pong ${tag} ${i}`);
+    }
+    return { id, event, ep: ep! };
+  } catch (e) {
+    id.close();
+    ep?.close();
+    throw e;
+  }
+}
