@@ -19,13 +19,10 @@ import { ROOT, runnableSnippets } from "../../scripts/check-docs.ts";
 const isBun = "Bun" in globalThis;
 const RUN_TIMEOUT_MS = 90_000;
 const MOD = pathToFileURL(join(ROOT, "mod.ts")).href;
-const STREAM = pathToFileURL(join(ROOT, "stream", "mod.ts")).href;
 
-/** The program text of a block: the package imports pointed at this repository's files. */
+/** The program text of a block: the package import pointed at this repository's mod.ts. */
 function program(code: string): string {
-  return code
-    .replace(/from\s+"(?:jsr:)?@rdma\/verbs\/stream"/g, `from "${STREAM}"`)
-    .replace(/from\s+"(?:jsr:)?@rdma\/verbs"/g, `from "${MOD}"`);
+  return code.replace(/from\s+"(?:jsr:)?@rdma\/verbs"/g, `from "${MOD}"`);
 }
 
 interface Result {
