@@ -17,7 +17,7 @@ import { isInstance, NativeResource } from "../ffi/resource.ts";
 import type { HoldCounter } from "../poller/wait.ts";
 import { type FdWatch, Poller } from "../poller/poller.ts";
 import { type CmEvent, decodeEvent } from "./event.ts";
-import { adoptId, CmId, deliverEvent } from "./id.ts";
+import { adoptId, type CmId, deliverEvent } from "./id.ts";
 import { describe } from "../types/check.ts";
 
 /** Options of a {@link CmEventChannel}. */
@@ -84,7 +84,7 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
 
   /** The open ids on this channel. */
   get ids(): CmId[] {
-    return this.dependents().filter((d): d is CmId => isInstance(d, CmId));
+    return this.dependents().filter((d): d is CmId => isInstance<CmId>(d, "CmId"));
   }
 
   /**

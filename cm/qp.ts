@@ -17,7 +17,7 @@ import { checkCall, strerror } from "../ffi/errors.ts";
 import { checkResource } from "../ffi/resource.ts";
 import { adoptQp, type QueuePair } from "../verbs/qp.ts";
 import { checkQpInit, createWithInitAttr, type QpInit } from "../verbs/qp-init.ts";
-import { ProtectionDomain } from "../verbs/pd.ts";
+import type { ProtectionDomain } from "../verbs/pd.ts";
 import type { CmId, CmQpInit } from "./id.ts";
 
 /**
@@ -26,7 +26,7 @@ import type { CmId, CmQpInit } from "./id.ts";
  * `id.context`. An RC QP is left in INIT, a UD QP is moved to RTS by librdmacm.
  */
 export function createCmQp(id: CmId, pd: ProtectionDomain, init: CmQpInit): QueuePair {
-  checkResource(pd, ProtectionDomain, "pd");
+  checkResource<ProtectionDomain>(pd, "ProtectionDomain", "pd");
   const verbs = id.verbsPtr;
   if (verbs === null) {
     throw new InvalidArgumentError(

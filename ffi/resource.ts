@@ -12,6 +12,7 @@ import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 /** A class, by its prototype (private constructors included). */
 type AnyClass<T> = { readonly prototype: T; readonly name: string };
 let constructorOf: (value: object) => AnyClass<unknown> | undefined;
+let kindOf: (value: object) => string | undefined;
 
 const leakedKinds = new Set<string>();
 const leaks = new FinalizationRegistry<string>((kind) => {
@@ -35,9 +36,11 @@ export abstract class NativeResource implements Disposable {
   readonly #dependents = new Set<NativeResource>();
   readonly #owners: NativeResource[] = [];
   readonly #class: AnyClass<unknown>;
+  readonly #kind: string;
 
   static {
     constructorOf = (v) => (#class in v ? (v as NativeResource).#class : undefined);
+    kindOf = (v) => (#kind in v ? (v as NativeResource).#kind : undefined);
   }
 
   /**
@@ -46,6 +49,7 @@ export abstract class NativeResource implements Disposable {
    */
   protected constructor(kind: string, owners: readonly (NativeResource | null | undefined)[]) {
     this.kind = kind;
+    this.#kind = kind;
     this.#class = new.target as unknown as AnyClass<unknown>;
     for (const o of owners) {
       if (!o) continue;
@@ -147,14 +151,18 @@ export abstract class NativeResource implements Disposable {
 }
 
 /**
- * True when `value` was constructed as a `Class` (or a subclass of it). The check reads private
- * state that only the constructor sets, so a look-alike object never passes.
+ * True when `value` was constructed as `Class` (or a subclass of it), or — given a kind name such
+ * as `"ProtectionDomain"` — as an object of that kind (subclasses keep their base's kind). The
+ * check reads private state that only the constructor sets, so a look-alike object never passes.
+ * Kind names let a module check an argument without importing its class (which keeps the
+ * modules free of import cycles).
  */
 export function isInstance<T extends NativeResource>(
   value: unknown,
-  Class: AnyClass<T>,
+  Class: AnyClass<T> | string,
 ): value is T {
   if (typeof value !== "object" || value === null) return false;
+  if (typeof Class === "string") return kindOf(value) === Class;
   const c = constructorOf(value);
   return c !== undefined &&
     (c === Class || Object.prototype.isPrototypeOf.call(Class.prototype, c.prototype as object));
@@ -166,11 +174,12 @@ export function isInstance<T extends NativeResource>(
  */
 export function checkResource<T extends NativeResource>(
   value: unknown,
-  Class: AnyClass<T>,
+  Class: AnyClass<T> | string,
   what: string,
 ): T {
-  if (!isInstance(value, Class)) {
-    throw new InvalidArgumentError(`${what} must be a ${Class.name} made by this library`);
+  if (!isInstance<T>(value, Class)) {
+    const name = typeof Class === "string" ? Class : Class.name;
+    throw new InvalidArgumentError(`${what} must be a ${name} made by this library`);
   }
   value.assertOpen();
   return value;

@@ -12,7 +12,7 @@ import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { type GidLike, parseGid } from "./gid.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { checkResource, NativeResource } from "../ffi/resource.ts";
-import { MemoryRegion } from "./mr.ts";
+import type { MemoryRegion } from "./mr.ts";
 import type { ProtectionDomain } from "./pd.ts";
 import { WorkCompletion } from "./wc.ts";
 import { checkInteger } from "../types/check.ts";
@@ -165,7 +165,7 @@ export class AddressHandle extends NativeResource {
       if (typeof grh !== "object" || grh === null) {
         throw new InvalidArgumentError("grh must be { mr, offset }");
       }
-      const mr = checkResource(grh.mr, MemoryRegion, "grh.mr");
+      const mr = checkResource<MemoryRegion>(grh.mr, "MemoryRegion", "grh.mr");
       const off = grh.offset ?? 0;
       if (!Number.isInteger(off) || off < 0 || off + 40 > mr.length) {
         throw new InvalidArgumentError("the GRH (40 bytes) must lie inside the MR");

@@ -11,11 +11,12 @@ import { enumName } from "../types/enums.ts";
 import { Errno } from "../types/errno.ts";
 import { nativeError } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
-import { type Context, objectAt } from "./context.ts";
+import type { Context } from "./context.ts";
+import { objectAt } from "./objects.ts";
 import { isInstance } from "../ffi/resource.ts";
-import { CompletionQueue } from "./cq.ts";
-import { QueuePair } from "./qp.ts";
-import { SharedReceiveQueue } from "./srq.ts";
+import type { CompletionQueue } from "./cq.ts";
+import type { QueuePair } from "./qp.ts";
+import type { SharedReceiveQueue } from "./srq.ts";
 
 /** One async event, copied out and already acked. */
 export interface AsyncEvent {
@@ -70,9 +71,11 @@ export function readAsyncEvent(ctx: Context): AsyncEvent | null {
     let out: AsyncEvent = base;
     if (CQ_EVENTS.has(type) || QP_EVENTS.has(type) || SRQ_EVENTS.has(type)) {
       const obj = objectAt(ctx, n.address(n.readPointer(ev.ptr, elem)));
-      if (isInstance(obj, CompletionQueue)) out = { ...base, cq: obj };
-      else if (isInstance(obj, QueuePair)) out = { ...base, qp: obj };
-      else if (isInstance(obj, SharedReceiveQueue)) out = { ...base, srq: obj };
+      if (isInstance<CompletionQueue>(obj, "CompletionQueue")) out = { ...base, cq: obj };
+      else if (isInstance<QueuePair>(obj, "QueuePair")) out = { ...base, qp: obj };
+      else if (isInstance<SharedReceiveQueue>(obj, "SharedReceiveQueue")) {
+        out = { ...base, srq: obj };
+      }
     } else if (type !== EventType.DEVICE_FATAL) {
       out = { ...base, port: ev.view.getInt32(elem, true) };
     }

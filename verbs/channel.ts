@@ -14,8 +14,9 @@ import { setNonBlocking } from "../ffi/fd.ts";
 import { unwatchChannel } from "../poller/completions.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { checkResource, isInstance, NativeResource } from "../ffi/resource.ts";
-import { CompletionQueue, noteCqEvent } from "./cq.ts";
-import { Context, contextObjects, objectAt } from "./context.ts";
+import { type CompletionQueue, noteCqEvent } from "./cq.ts";
+import type { Context } from "./context.ts";
+import { contextObjects, objectAt } from "./objects.ts";
 
 /** A completion channel (`ibv_create_comp_channel`) with its fd set O_NONBLOCK. */
 export class CompletionChannel extends NativeResource {
@@ -32,7 +33,7 @@ export class CompletionChannel extends NativeResource {
 
   /** Creates a channel; prefer `context.createCompChannel()`. */
   constructor(context: Context) {
-    checkResource(context, Context, "context");
+    checkResource<Context>(context, "Context", "context");
     const n = native();
     const ch = n.ibverbs.ibv_create_comp_channel(context.ptr);
     if (ch === null) throwErrno("ibv_create_comp_channel");
@@ -61,7 +62,7 @@ export class CompletionChannel extends NativeResource {
       throw nativeError("ibv_get_cq_event", errno);
     }
     const cq = objectAt(this.context, this.#box.view.getBigUint64(0, true));
-    if (!isInstance(cq, CompletionQueue)) {
+    if (!isInstance<CompletionQueue>(cq, "CompletionQueue")) {
       throw nativeError("ibv_get_cq_event", Errno.EINVAL, "event for an unknown CQ");
     }
     noteCqEvent(cq, this.ackBatch);
@@ -78,7 +79,7 @@ export class CompletionChannel extends NativeResource {
   /** Acks every counted event of this channel's CQs now. */
   flushAcks(): void {
     for (const o of contextObjects(this.context)) {
-      if (isInstance(o, CompletionQueue) && o.channel === this) o.ackEvents();
+      if (isInstance<CompletionQueue>(o, "CompletionQueue") && o.channel === this) o.ackEvents();
     }
   }
 

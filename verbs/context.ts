@@ -13,9 +13,10 @@ import { describe } from "../types/check.ts";
 import { withDeviceList } from "./devices.ts";
 import { nativeError, throwErrno } from "../ffi/errors.ts";
 import { checkResource, NativeResource } from "../ffi/resource.ts";
+import { forgetContext } from "./objects.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { type AhAttrData, decodeAhAttr } from "./ah.ts";
-import { MemoryRegion } from "./mr.ts";
+import type { MemoryRegion } from "./mr.ts";
 import { WorkCompletion } from "./wc.ts";
 import { setNonBlocking } from "../ffi/fd.ts";
 import { type DeviceAttr, type DeviceAttrEx, queryDevice, queryDeviceEx } from "./device-attr.ts";
@@ -60,8 +61,6 @@ export type ExtendedOp =
   | "advise_mr"
   | "alloc_null_mr";
 
-let objectsOf: (ctx: Context) => Map<bigint, NativeResource>;
-
 /** An open device context. Create with {@link openDevice}; closing it closes everything made from it. */
 export class Context extends NativeResource {
   /** The `struct ibv_context *`. */
@@ -70,13 +69,6 @@ export class Context extends NativeResource {
   readonly deviceName: string;
   /** The async-event file descriptor (non-blocking). */
   readonly asyncFd: number;
-  // native objects by address, so async events and CQ events find their owner
-  readonly #objects = new Map<bigint, NativeResource>();
-
-  static {
-    objectsOf = (ctx) => ctx.#objects;
-  }
-
   /** Wraps an opened `ibv_context`; prefer {@link openDevice}. */
   constructor(ptr: NativePointer, deviceName: string) {
     super("Context", []);
@@ -183,7 +175,7 @@ export class Context extends NativeResource {
     if (typeof grh !== "object" || grh === null) {
       throw new InvalidArgumentError("grh must be { mr, offset }");
     }
-    const mr = checkResource(grh.mr, MemoryRegion, "grh.mr");
+    const mr = checkResource<MemoryRegion>(grh.mr, "MemoryRegion", "grh.mr");
     if (mr.pd.context !== this) throw new InvalidArgumentError("grh.mr is on another device");
     const off = grh.offset ?? 0;
     if (!Number.isInteger(off) || off < 0 || off + 40 > mr.length) {
@@ -258,7 +250,7 @@ export class Context extends NativeResource {
 
   /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
-    this.#objects.clear();
+    forgetContext(this);
     if (native().ibverbs.ibv_close_device(this.ptr) !== 0) throwErrno("ibv_close_device");
   }
 }
@@ -293,22 +285,4 @@ export function openDevice(name?: string): Context {
   });
 }
 
-/** Remembers the object at `ptr` for async and CQ events (module-private to the library). */
-export function rememberObject(ctx: Context, ptr: NativePointer, obj: NativeResource): void {
-  objectsOf(ctx).set(native().address(ptr), obj);
-}
-
-/** Forgets the object at `ptr` (module-private to the library). */
-export function forgetObject(ctx: Context, ptr: NativePointer): void {
-  objectsOf(ctx).delete(native().address(ptr));
-}
-
-/** The object at `address`, if this context made one there (module-private to the library). */
-export function objectAt(ctx: Context, address: bigint): NativeResource | undefined {
-  return objectsOf(ctx).get(address);
-}
-
-/** Every object the context remembers (module-private to the library). */
-export function contextObjects(ctx: Context): Iterable<NativeResource> {
-  return objectsOf(ctx).values();
-}
+export { contextObjects, forgetObject, objectAt, rememberObject } from "./objects.ts";

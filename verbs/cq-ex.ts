@@ -27,7 +27,7 @@ import { nativeError, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { checkResource } from "../ffi/resource.ts";
 import { CompletionQueue, type CqInit, createNext } from "./cq.ts";
-import { Context } from "./context.ts";
+import type { Context } from "./context.ts";
 
 /**
  * `IBV_WC_STANDARD_FLAGS`: the fields a classic `ibv_poll_cq` reports (byte_len, imm, qp_num,
@@ -147,7 +147,7 @@ export class CompletionQueueEx extends CompletionQueue {
     if (token !== construct) {
       throw new InvalidArgumentError("extended CQs are made by context.createCqEx()");
     }
-    checkResource(context, Context, "context");
+    checkResource<Context>(context, "Context", "context");
     if (typeof init !== "object" || init === null) {
       throw new InvalidArgumentError("CQ init must be an object");
     }

@@ -23,8 +23,9 @@ import { Errno } from "../types/errno.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { checkResource, NativeResource } from "../ffi/resource.ts";
 import { WorkCompletion } from "./wc.ts";
-import { CompletionChannel } from "./channel.ts";
-import { Context, forgetObject, rememberObject } from "./context.ts";
+import type { CompletionChannel } from "./channel.ts";
+import type { Context } from "./context.ts";
+import { forgetObject, rememberObject } from "./objects.ts";
 import type { RecvWr, SendWr } from "./wr.ts";
 import { holdMemory } from "./mr.ts";
 import { checkInteger, checkObject } from "../types/check.ts";
@@ -129,10 +130,10 @@ export class CompletionQueue extends NativeResource {
   constructor(context: Context, init: CqInit) {
     const creator = creating;
     creating = null;
-    checkResource(context, Context, "context");
+    checkResource<Context>(context, "Context", "context");
     checkObject("CQ init", init);
     if (init.channel !== undefined) {
-      checkResource(init.channel, CompletionChannel, "channel");
+      checkResource<CompletionChannel>(init.channel, "CompletionChannel", "channel");
       if (init.channel.context !== context) {
         throw new InvalidArgumentError("the completion channel is on another device");
       }

@@ -15,11 +15,11 @@ import { InvalidArgumentError } from "../types/errors.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { nativeError, throwReturned } from "../ffi/errors.ts";
 import { checkResource, NativeResource } from "../ffi/resource.ts";
-import { ProtectionDomain } from "./pd.ts";
+import type { ProtectionDomain } from "./pd.ts";
 import { describe } from "../types/check.ts";
 import { NativeBlock, setU64 } from "../ffi/memory.ts";
-import { MemoryRegion } from "./mr.ts";
-import { QueuePair } from "./qp.ts";
+import type { MemoryRegion } from "./mr.ts";
+import type { QueuePair } from "./qp.ts";
 import { QpStateError } from "./post-errors.ts";
 import { isU64, type U64 } from "./wr.ts";
 
@@ -60,7 +60,7 @@ export class MemoryWindow extends NativeResource {
 
   /** Allocates a window; prefer `pd.allocMw()`. */
   constructor(pd: ProtectionDomain, type: MwType = MwType.TYPE_2) {
-    checkResource(pd, ProtectionDomain, "pd");
+    checkResource<ProtectionDomain>(pd, "ProtectionDomain", "pd");
     if (type !== MwType.TYPE_1 && type !== MwType.TYPE_2) {
       throw new InvalidArgumentError(`memory window type must be 1 or 2, got ${describe(type)}`);
     }
@@ -107,7 +107,7 @@ export class MemoryWindow extends NativeResource {
     if (typeof options !== "object" || options === null) {
       throw new InvalidArgumentError("bind options must be an object");
     }
-    const mr = checkResource(options.mr, MemoryRegion, "mr");
+    const mr = checkResource<MemoryRegion>(options.mr, "MemoryRegion", "mr");
     if (mr.pd !== this.pd) throw new InvalidArgumentError("ibv_bind_mw: the MR is in another PD");
     if ((mr.access & AccessFlags.MW_BIND) === 0) {
       throw new InvalidArgumentError("ibv_bind_mw: the MR lacks IBV_ACCESS_MW_BIND");
@@ -142,7 +142,7 @@ export class MemoryWindow extends NativeResource {
 
   #bindQp(qp: QueuePair): QueuePair {
     this.assertOpen();
-    const q = checkResource(qp, QueuePair, "qp");
+    const q = checkResource<QueuePair>(qp, "QueuePair", "qp");
     if (this.type !== MwType.TYPE_1) {
       throw new InvalidArgumentError(
         "ibv_bind_mw binds type-1 windows; bind a type-2 window with a BIND_MW work request",

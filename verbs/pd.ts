@@ -30,7 +30,7 @@ import { makeQpEx, type QpExInit, type QueuePairEx } from "./qp-ex.ts";
 import type { QpInit } from "./qp-init.ts";
 import { SharedReceiveQueue, type SrqInit } from "./srq.ts";
 import { type AddressHandle, type AhAttr, createAh, createAhFromWc } from "./ah.ts";
-import { Context } from "./context.ts";
+import type { Context } from "./context.ts";
 import type { WorkCompletion } from "./wc.ts";
 import { checkInteger, checkObject } from "../types/check.ts";
 
@@ -43,7 +43,7 @@ export class ProtectionDomain extends NativeResource {
 
   /** Allocates a PD; prefer `context.allocPd()`. */
   constructor(context: Context) {
-    checkResource(context, Context, "context");
+    checkResource<Context>(context, "Context", "context");
     const pd = native().ibverbs.ibv_alloc_pd(context.ptr);
     if (pd === null) throwErrno("ibv_alloc_pd");
     super("ProtectionDomain", [context]);

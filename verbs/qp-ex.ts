@@ -66,8 +66,8 @@ import {
 import { setWindowRkey } from "./mw.ts";
 import type { MemoryWindow } from "./mw.ts";
 import type { MemoryRegion } from "./mr.ts";
-import { AddressHandle } from "./ah.ts";
-import { ProtectionDomain } from "./pd.ts";
+import type { AddressHandle } from "./ah.ts";
+import type { ProtectionDomain } from "./pd.ts";
 
 /** The QP types `pd.createQpEx` creates. */
 export type ExQpType =
@@ -308,7 +308,7 @@ export class QueuePairEx extends QueuePair {
     if (token !== construct) {
       throw new InvalidArgumentError("extended QPs are made by pd.createQpEx()");
     }
-    checkResource(pd, ProtectionDomain, "pd");
+    checkResource<ProtectionDomain>(pd, "ProtectionDomain", "pd");
     if (typeof init !== "object" || init === null) {
       throw new InvalidArgumentError("QP init must be an object");
     }
@@ -919,7 +919,9 @@ export class QueuePairEx extends QueuePair {
     if (this.type !== QpType.UD || !r.ud) {
       throw new InvalidArgumentError("ibv_wr_set_ud_addr: only for SEND(_WITH_IMM) on a UD QP");
     }
-    if (typeof ud !== "object" || ud === null || !isInstance(ud.ah, AddressHandle)) {
+    if (
+      typeof ud !== "object" || ud === null || !isInstance<AddressHandle>(ud.ah, "AddressHandle")
+    ) {
       throw new InvalidArgumentError(
         "ibv_wr_set_ud_addr: ud.ah must be an AddressHandle made by this library",
       );

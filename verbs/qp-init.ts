@@ -12,8 +12,8 @@ import { checkResource } from "../ffi/resource.ts";
 import { enumName, QpType } from "../types/enums.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { CompletionQueue } from "./cq.ts";
-import { SharedReceiveQueue } from "./srq.ts";
+import type { CompletionQueue } from "./cq.ts";
+import type { SharedReceiveQueue } from "./srq.ts";
 import type { ProtectionDomain } from "./pd.ts";
 import { checkInteger, checkObject, describe } from "../types/check.ts";
 
@@ -105,14 +105,16 @@ export function checkQpInit(
       }`,
     );
   }
-  const sendCq = checkResource(init.sendCq, CompletionQueue, "sendCq");
+  const sendCq = checkResource<CompletionQueue>(init.sendCq, "CompletionQueue", "sendCq");
   const recvCq = init.recvCq === undefined
     ? sendCq
-    : checkResource(init.recvCq, CompletionQueue, "recvCq");
+    : checkResource<CompletionQueue>(init.recvCq, "CompletionQueue", "recvCq");
   for (const cq of [sendCq, recvCq]) {
     if (cq.context !== pd.context) throw new InvalidArgumentError("the CQ is on another device");
   }
-  const srq = init.srq === undefined ? null : checkResource(init.srq, SharedReceiveQueue, "srq");
+  const srq = init.srq === undefined
+    ? null
+    : checkResource<SharedReceiveQueue>(init.srq, "SharedReceiveQueue", "srq");
   if (srq && srq.pd !== pd) throw new InvalidArgumentError("the SRQ is in another PD");
   const c = init.cap ?? {};
   checkObject("cap", c);

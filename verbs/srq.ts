@@ -15,8 +15,9 @@ import { ListPoster, One, postChecked } from "./post.ts";
 import { InvalidWorkRequestError } from "./post-errors.ts";
 import { type PreparedRecv, prepareRecv } from "./prepared.ts";
 import { type RecvWr, recvWrProblem } from "./wr.ts";
-import { type Context, forgetObject, rememberObject } from "./context.ts";
-import { ProtectionDomain } from "./pd.ts";
+import type { Context } from "./context.ts";
+import { forgetObject, rememberObject } from "./objects.ts";
+import type { ProtectionDomain } from "./pd.ts";
 import { checkInteger, checkObject } from "../types/check.ts";
 
 /** How to create an SRQ. */
@@ -59,7 +60,7 @@ export class SharedReceiveQueue extends NativeResource {
 
   /** Creates an SRQ; prefer `pd.createSrq()`. */
   constructor(pd: ProtectionDomain, init: SrqInit) {
-    checkResource(pd, ProtectionDomain, "pd");
+    checkResource<ProtectionDomain>(pd, "ProtectionDomain", "pd");
     checkObject("SRQ init", init);
     const u32 = (name: string, v: number | undefined, dflt: number, min: number) =>
       v === undefined ? dflt : checkInteger(`SRQ ${name}`, v, min, 0x7fffffff);

@@ -17,9 +17,9 @@
 import { AccessFlags, QpType, SendFlags, WrOpcode } from "../types/enums.ts";
 import { isInstance } from "../ffi/resource.ts";
 import { layouts } from "../ffi/native.ts";
-import { MemoryRegion } from "./mr.ts";
-import { MemoryWindow } from "./mw.ts";
-import { AddressHandle } from "./ah.ts";
+import type { MemoryRegion } from "./mr.ts";
+import type { MemoryWindow } from "./mw.ts";
+import type { AddressHandle } from "./ah.ts";
 import type { ProtectionDomain } from "./pd.ts";
 
 /** A 64-bit unsigned value: a bigint, or a non-negative safe-integer number. */
@@ -346,7 +346,9 @@ export function sgeLength(s: Sge): number {
 export function sgeProblem(sge: Sge, pd: ProtectionDomain, needLocalWrite: boolean): string | null {
   if (typeof sge !== "object" || sge === null) return `an SGE must be an object, got ${show(sge)}`;
   const mr = sge.mr;
-  if (!isInstance(mr, MemoryRegion)) return "an SGE needs an MR made by this library (sge.mr)";
+  if (!isInstance<MemoryRegion>(mr, "MemoryRegion")) {
+    return "an SGE needs an MR made by this library (sge.mr)";
+  }
   if (mr.closed) return "an SGE's MR is closed";
   if (mr.pd !== pd) return "an SGE's MR belongs to another PD";
   const offset = sge.offset ?? 0;
@@ -450,7 +452,7 @@ export function sendWrProblem(wr: SendWr, q: SendLimits): string | null {
     if (typeof ud !== "object" || ud === null) {
       return "a UD send needs ud { ah, remoteQpn, remoteQkey }";
     }
-    if (!isInstance(ud.ah, AddressHandle)) {
+    if (!isInstance<AddressHandle>(ud.ah, "AddressHandle")) {
       return "ud.ah must be an AddressHandle made by this library";
     }
     if (ud.ah.closed) return "the UD address handle is closed";
@@ -469,12 +471,12 @@ export function sendWrProblem(wr: SendWr, q: SendLimits): string | null {
     if (typeof b !== "object" || b === null) {
       return "BIND_MW needs bind { mw, mr, offset, length, access }";
     }
-    if (!isInstance(b.mw, MemoryWindow)) {
+    if (!isInstance<MemoryWindow>(b.mw, "MemoryWindow")) {
       return "bind.mw must be a MemoryWindow made by this library";
     }
     if (b.mw.closed) return "the memory window is closed";
     if (b.mw.pd !== q.pd) return "the memory window belongs to another PD";
-    if (!isInstance(b.mr, MemoryRegion)) {
+    if (!isInstance<MemoryRegion>(b.mr, "MemoryRegion")) {
       return "bind.mr must be a MemoryRegion made by this library";
     }
     if (b.mr.closed) return "the MR to bind is closed";

@@ -34,9 +34,10 @@ import { ListPoster, One, postChecked } from "./post.ts";
 import { type RecvWr, recvWrProblem } from "./wr.ts";
 import { decodeQpAttr, encodeQpAttr, type QpAttr, type QpAttrs } from "./qp-attr.ts";
 import type { QpTransitionOptions, RemoteEndpoint } from "./qp.ts";
-import { Context, forgetObject, rememberObject } from "./context.ts";
-import { ProtectionDomain } from "./pd.ts";
-import { CompletionQueue } from "./cq.ts";
+import type { Context } from "./context.ts";
+import { forgetObject, rememberObject } from "./objects.ts";
+import type { ProtectionDomain } from "./pd.ts";
+import type { CompletionQueue } from "./cq.ts";
 
 /** `O_CREAT` of Linux (x86-64 and aarch64): create the domain's inode association. */
 const O_CREAT = 0o100;
@@ -80,7 +81,7 @@ export class XrcDomain extends NativeResource {
     if (token !== construct) {
       throw new InvalidArgumentError("XRC domains are made by context.openXrcd()");
     }
-    checkResource(context, Context, "context");
+    checkResource<Context>(context, "Context", "context");
     if (typeof init !== "object" || init === null) {
       throw new InvalidArgumentError("XRC domain options must be an object");
     }
@@ -175,8 +176,8 @@ export class XrcSrq extends NativeResource {
     if (typeof init !== "object" || init === null) {
       throw new InvalidArgumentError("XRC SRQ init must be an object");
     }
-    const pd = checkResource(init.pd, ProtectionDomain, "pd");
-    const cq = checkResource(init.cq, CompletionQueue, "cq");
+    const pd = checkResource<ProtectionDomain>(init.pd, "ProtectionDomain", "pd");
+    const cq = checkResource<CompletionQueue>(init.cq, "CompletionQueue", "cq");
     const context = xrcd.context;
     if (pd.context !== context || cq.context !== context) {
       throw new InvalidArgumentError("the PD and CQ must be on the domain's device");
