@@ -19,8 +19,12 @@ export const runtimeName: string = isBun ? "bun" : "deno";
 export interface WakeupLib {
   /** Starts the writer thread on `fd`: `iters` writes of 8 bytes, gaps in [min, max] µs. */
   wk_start(fd: number, iters: number, min: number, max: number): number;
-  /** The waiter woke for write `i` (stamps it; the writer goes on). */
+  /** The waiter woke for write `i` (stamps it; the writer goes on): `wk_stamp` + `wk_ack`. */
   wk_woken(i: number): void;
+  /** Stamps the wake for write `i`. */
+  wk_stamp(i: number): void;
+  /** Lets the writer send write `i + 1` (after its gap). Ack after draining the fd. */
+  wk_ack(i: number): void;
   /** Joins the writer thread. */
   wk_join(): number;
   /** Latency of write `i` in ns. */
@@ -32,6 +36,8 @@ export interface WakeupLib {
 const DEFS = {
   wk_start: { args: ["i32", "i32", "i32", "i32"], result: "i32" },
   wk_woken: { args: ["i32"], result: "void" },
+  wk_stamp: { args: ["i32"], result: "void" },
+  wk_ack: { args: ["i32"], result: "void" },
   wk_join: { args: [], result: "i32" },
   wk_latency: { args: ["i32"], result: "f64" },
   wk_c_baseline: { args: ["i32", "i32", "i32"], result: "i32" },

@@ -3,11 +3,13 @@
  * `Bun.connect({ fd })`, so the JS thread itself can be woken by the kernel, with no helper
  * thread:
  *
- * - `bun-uring` (default): a private io_uring polls the epoll fd and, when the set is ready,
- *   sends one byte into a socketpair whose other end Bun adopted once (`wait-uring.ts`).
- * - `bun-socket` (where io_uring is missing or forbidden): Bun adopts a duplicate of the epoll
- *   fd itself; when the set is ready Bun's `recv` on it fails (ENOTSOCK) and Bun closes it — the
- *   `close` handler is the wake-up — and a fresh duplicate is adopted while events are wanted.
+ * - `bun-socket` (default): Bun adopts a duplicate of the epoll fd itself; when the set is
+ *   ready Bun's `recv` on it fails (ENOTSOCK) and Bun closes it — the `close` handler is the
+ *   wake-up — the JS thread takes the ready fds with `epoll_wait(…, 0)`, and a fresh duplicate
+ *   is adopted while events are wanted.
+ * - `bun-uring`: a private io_uring polls the epoll fd and, when the set is ready, sends one
+ *   byte into a socketpair whose other end Bun adopted once (`wait-uring.ts`). Falls back to
+ *   `bun-socket` where io_uring is missing or forbidden.
  * - `bun-worker` (where `Bun.connect` cannot adopt an fd; the previous default): a Worker
  *   blocks in `epoll_wait` and posts to the JS thread (`epoll-worker.ts`, its source inlined).
  *
@@ -15,14 +17,16 @@
  * process exits by itself; the ring never keeps it alive.
  *
  * Measured with `bench/waiters.ts` on the host (2026-11-23, Bun 1.4.5, 2-vCPU AMD EPYC VM,
- * Linux 6.18, shared; 2,000 wakes × 7 interleaved rounds, medians, ratio to a C thread in
- * `epoll_wait` in the same round): `bun-uring` 28.8 µs (2.93×), `bun-socket` 30.3 µs (2.97×),
- * `bun-worker` 55.4 µs (5.62×), Worker + `Atomics.waitAsync` 5.03×, Worker writing a socket Bun
- * watches 5.55×, a `cc()`-built pthread calling a `threadsafe` JSCallback 3.12× (needs a
- * compiler at run time), and Bun's own floor — a C thread writing a socket Bun watches, no
- * epoll and no poller — 21.4 µs (2.14×). The two paths without a helper thread wake alike;
- * `bun-uring` is the default because a wait costs ~2.5 µs less (`bench/wakeup-cost.ts`,
- * self-signalled wait 8.9 vs 11.3 µs: no adoption per wake). See `poller/README.md`.
+ * Linux 6.18; 2,000 wakes × 7 interleaved rounds, medians, ratio to a C thread in `epoll_wait`
+ * in the same round), a quiet run: `bun-socket` 31.5 µs (3.48×), `bun-uring` 34.8 µs (3.88×),
+ * `bun-worker` 64.0 µs (7.09×), Worker + `Atomics.waitAsync` 7.12×, Worker writing a socket Bun
+ * watches 7.48×, a `cc()`-built pthread calling a `threadsafe` JSCallback 6.06× (and it needs a
+ * compiler at run time); Bun's own floor — a C thread writing a socket Bun watches, no epoll and
+ * no poller — 23.4 µs (2.75×). Two runs on the loaded host: `bun-socket` 2.86× and 2.97×,
+ * `bun-uring` 3.11× and 2.93×, `bun-worker` 4.37× and 5.62×. `bun-socket` wakes fastest in
+ * three runs of four (by 1–3 µs) and needs nothing but Bun; `bun-uring` costs ~2.5 µs less per
+ * wait (`bench/wakeup-cost.ts`, self-signalled wait 8.9 vs 11.3 µs: no adoption per wake). See
+ * `poller/README.md`.
  *
  * @module
  */
@@ -433,14 +437,14 @@ function uringOrSocket(o: WaiterOptions): EpollWaiter {
   return link && bun ? new BunUringWaiter(o, link, bun) : socketOrWorker(o);
 }
 
-/** Bun's waiters by kind, the default first (each falls back to the ones after it). */
+/** Bun's waiters by kind, the default first. */
 export const WAITERS: Readonly<Record<string, (options: WaiterOptions) => EpollWaiter>> = {
-  "bun-uring": uringOrSocket,
   "bun-socket": socketOrWorker,
+  "bun-uring": uringOrSocket,
   "bun-worker": (o) => new BunWorkerWaiter(o),
 };
 
-/** Creates Bun's default waiter: io_uring, else the adopted epoll fd, else the Worker. */
+/** Creates Bun's default waiter: the adopted epoll fd, else the Worker. */
 export function createWaiter(options: WaiterOptions): EpollWaiter {
-  return uringOrSocket(options);
+  return socketOrWorker(options);
 }

@@ -4,11 +4,11 @@
  * hands the ready fds to the JS thread. The kinds (measurements and reasons: `poller/README.md`,
  * "Waiters"; `Poller.backend` says which one is active):
  *
- * - `bun-uring` (Bun's default): a private io_uring polls the epoll fd and sends one byte into a
- *   socketpair whose other end Bun's event loop watches (`wait-uring.ts`); no helper thread.
- * - `bun-socket` (Bun's fallback where io_uring is unavailable): Bun's event loop watches a
- *   duplicate of the epoll fd itself, adopted with `Bun.connect({ fd })`.
- * - `bun-worker` (the last fallback): a Worker blocked in `epoll_wait` posts to the JS thread.
+ * - `bun-socket` (Bun's default): Bun's event loop watches a duplicate of the epoll fd itself,
+ *   adopted with `Bun.connect({ fd })`; no helper thread.
+ * - `bun-uring`: a private io_uring polls the epoll fd and sends one byte into a socketpair
+ *   whose other end Bun's event loop watches (`wait-uring.ts`); no helper thread either.
+ * - `bun-worker` (Bun's fallback): a Worker blocked in `epoll_wait` posts to the JS thread.
  * - `deno-nonblocking` (Deno's default): one `nonblocking: true` `epoll_wait` call (Deno's
  *   blocking pool), in flight only while the poller wants events; cancelled through the eventfd.
  * - `deno-uring`: the io_uring path, the socket read through `node:net`.
