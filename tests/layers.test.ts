@@ -4,6 +4,7 @@
  * `mod.ts` only re-exports.
  */
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -93,3 +94,24 @@ test("layers: examples import the public module only; mod.ts only re-exports", (
     assert.match(line, /^(export\b|\s|\})/, `mod.ts does more than re-export: ${line}`);
   }
 });
+
+test(
+  "layers: every library module can be the first one imported (no import cycle through a base class)",
+  () => {
+    // a subclass module reached again while its base class's module is still being evaluated
+    // throws "Cannot access … before initialization": import each module alone, in a fresh process
+    const skip = /ffi\/(bun|deno|wait-bun|wait-deno|wait-uring|epoll-worker)\.ts$/;
+    const mods = LAYERS.flatMap((l) => files(l)).filter((f) => !skip.test(f));
+    const wrong: string[] = [];
+    for (const f of mods) {
+      const r = spawnSync("deno", ["eval", `await import(${JSON.stringify(join(ROOT, f))})`], {
+        encoding: "utf8",
+      });
+      if (r.status !== 0) {
+        wrong.push(`${f}: ${(r.stderr.match(/\w*Error[^\n]*/) ?? [r.stderr])[0]}`);
+      }
+    }
+    assert.deepEqual(wrong, []);
+  },
+  { timeout: 300_000 },
+);
