@@ -222,6 +222,18 @@ const STRUCTS: readonly (readonly [string, string])[] = [
     src_storage:sockaddr_storage dst_addr:sockaddr dst_sin:sockaddr_in dst_sin6:sockaddr_in6
     dst_storage:sockaddr_storage addr addr.ibaddr:rdma_ib_addr`,
   ],
+  [
+    "struct ibv_sa_path_rec",
+    `dgid:ibv_gid sgid:ibv_gid dlid slid raw_traffic flow_label hop_limit
+    traffic_class reversible numb_path pkey sl mtu_selector mtu rate_selector rate
+    packet_life_time_selector packet_life_time preference`,
+  ],
+  [
+    "struct ibv_path_record",
+    `service_id dgid:ibv_gid sgid:ibv_gid dlid slid flowlabel_hoplimit tclass
+    reversible_numpath pkey qosclass_sl mtu rate packetlifetime preference reserved`,
+  ],
+  ["struct ibv_path_data", "flags reserved path:ibv_path_record"],
   ["struct rdma_route", "addr:rdma_addr path_rec num_paths"],
   [
     "struct rdma_cm_id",
@@ -239,6 +251,7 @@ const STRUCTS: readonly (readonly [string, string])[] = [
     `id listen_id event status param param.conn:rdma_conn_param
     param.ud:rdma_ud_param`,
   ],
+  ["struct rdma_cm_join_mc_attr_ex", "comp_mask join_flags addr"],
   [
     "struct rdma_addrinfo",
     `ai_flags ai_family ai_qp_type ai_port_space ai_src_len ai_dst_len
@@ -257,6 +270,7 @@ const HEADERS = [
   "netdb.h",
   "infiniband/verbs.h",
   "infiniband/ib.h",
+  "infiniband/sa.h",
   "rdma/rdma_cma.h",
 ];
 
