@@ -135,7 +135,8 @@ function checkPort(port: number): number {
 
 /**
  * Encodes a numeric address and port as `sockaddr_in` or `sockaddr_in6` bytes
- * (the native layout of this machine). Throws {@link InvalidArgumentError} for
+ * (the native layout of this machine), or an address of family `"IB"` (a GID, as
+ * {@link getAddrInfo} returns for `AF_IB`) as `sockaddr_ib`. Throws {@link InvalidArgumentError} for
  * anything that is not a numeric IPv4/IPv6 address; resolve names with
  * {@link getAddrInfo} first.
  */
@@ -144,6 +145,7 @@ export function encodeSockaddr(input: AddressInput): Uint8Array {
   checkString("address.address", input.address);
   const port = checkPort(input.port ?? 0);
   const L = layouts();
+  if ("family" in input && input.family === "IB") return encodeSockaddrIb(input, port);
   const v4 = parseIPv4(input.address);
   if (v4) {
     const s = L.sockaddr_in;
@@ -171,6 +173,33 @@ export function encodeSockaddr(input: AddressInput): Uint8Array {
       describe(input.address)
     } (resolve host names with getAddrInfo)`,
   );
+}
+
+/**
+ * `struct sockaddr_ib` for an IB address (a GID in IPv6 text): the service id is `serviceId`,
+ * else the port (0 for none, e.g. a multicast group), matched in full when set; the P_Key is
+ * `pkey`, else 0 (the kernel then uses the port's default).
+ */
+function encodeSockaddrIb(input: SocketAddress, port: number): Uint8Array {
+  const s = layouts().sockaddr_ib;
+  const f = s.fields;
+  const gid = parseIPv6(input.address);
+  if (!gid) {
+    throw new InvalidArgumentError(`not an IB address (GID text): ${describe(input.address)}`);
+  }
+  const out = new Uint8Array(s.size);
+  const dv = new DataView(out.buffer);
+  const sid = input.serviceId ?? BigInt(port);
+  if (typeof sid !== "bigint") {
+    throw new InvalidArgumentError(`serviceId must be a bigint, got ${describe(sid)}`);
+  }
+  dv.setUint16(f.sib_family.offset, AF_IB, true);
+  dv.setUint16(f.sib_pkey.offset, checkInteger("pkey", input.pkey ?? 0, 0, 0xffff), false);
+  out.set(gid.bytes, f.sib_addr.offset);
+  dv.setBigUint64(f.sib_sid.offset, BigInt.asUintN(64, sid), false);
+  dv.setBigUint64(f.sib_sid_mask.offset, sid ? 0xffffffffffffffffn : 0n, false);
+  dv.setBigUint64(f.sib_scope_id.offset, BigInt(input.scopeId ?? 0), true);
+  return out;
 }
 
 /**

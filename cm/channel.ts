@@ -17,7 +17,7 @@ import { isInstance, NativeResource } from "../ffi/resource.ts";
 import type { HoldCounter } from "../poller/wait.ts";
 import { type FdWatch, Poller } from "../poller/poller.ts";
 import { type CmEvent, decodeEvent } from "./event.ts";
-import { adoptId, type CmId, deliverEvent } from "./id.ts";
+import { adoptId, type CmId, deliverEvent, setChannelAdopt } from "./id.ts";
 import { describe } from "../types/check.ts";
 
 /** Options of a {@link CmEventChannel}. */
@@ -104,6 +104,11 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
       throw nativeError("rdma_create_id", errno);
     }
     return this.#adopt(this.#out.pointerAt(0)!);
+  }
+
+  static {
+    // rdma_migrate_id moves an id here: wrap it and route this channel's events for it to it
+    setChannelAdopt((channel, p) => channel.#adopt(p));
   }
 
   #adopt(p: NativePointer): CmId {

@@ -91,6 +91,17 @@ export class IdEvents<Request> {
     if (this.#queue.length > QUEUE_MAX) this.#queue.shift();
   }
 
+  /** How many operations and disconnect waits are pending. */
+  get waiting(): number {
+    return this.#ops.size + this.#disconnects.size;
+  }
+
+  /** Hands the queued events and requests over to `to` (the id moved to another channel). */
+  moveTo(to: IdEvents<Request>): void {
+    to.requests.push(...this.requests.splice(0));
+    to.#queue.push(...this.#queue.splice(0));
+  }
+
   /** Fails every wait (operations and disconnect waits) with the error made for it. */
   failAll(error: (want: Want) => Error): void {
     this.#ops.rejectAll(error);

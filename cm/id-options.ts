@@ -5,12 +5,12 @@
  * @module
  */
 
-import { native } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { checkCall, strerror } from "../ffi/errors.ts";
 import { UnsupportedError } from "../types/errors.ts";
 import { Errno } from "../types/errno.ts";
-import { OptionLevel } from "../types/enums.ts";
+import { JoinMcAttrMask, McJoinFlag, OptionLevel } from "../types/enums.ts";
 import { type AddressInput, encodeSockaddr, SOCKADDR_STORAGE_SIZE } from "./address.ts";
 import type { CmId } from "./id.ts";
 import { checkInteger } from "../types/check.ts";
@@ -45,22 +45,50 @@ function withGroup(group: AddressInput, fn: (sa: NativeBlock) => void): void {
   }
 }
 
-/** Starts a join (`rdma_join_multicast`); MULTICAST_JOIN or MULTICAST_ERROR follows. */
-export function joinMulticast(id: CmId, group: AddressInput): void {
-  if (id.transport === "iwarp") {
-    throw new UnsupportedError(
-      "rdma_join_multicast",
-      Errno.EOPNOTSUPP,
-      strerror(Errno.EOPNOTSUPP),
-      "iWARP has no multicast",
-    );
+/**
+ * The typed error of an operation the id's transport or librdmacm lacks: `UnsupportedError` with
+ * EOPNOTSUPP, naming the device (the provider) and why.
+ */
+export function unsupportedOn(id: CmId, op: string, why: string): UnsupportedError {
+  const device = id.verbsPtr === null ? "unbound id" : id.context.deviceName;
+  return new UnsupportedError(
+    op,
+    Errno.EOPNOTSUPP,
+    strerror(Errno.EOPNOTSUPP),
+    `${device}: ${why}`,
+  );
+}
+
+/**
+ * Starts a join; MULTICAST_JOIN or MULTICAST_ERROR follows. Without `joinFlags` it is
+ * `rdma_join_multicast` (a full member); with them `rdma_join_multicast_ex` (e.g.
+ * `McJoinFlag.SENDONLY_FULLMEMBER`: the QP is not attached and receives nothing).
+ */
+export function joinMulticast(id: CmId, group: AddressInput, joinFlags?: McJoinFlag): void {
+  const op = joinFlags === undefined ? "rdma_join_multicast" : "rdma_join_multicast_ex";
+  if (joinFlags !== undefined) {
+    checkInteger("joinFlags", joinFlags, McJoinFlag.FULLMEMBER, McJoinFlag.RESERVED - 1);
   }
+  if (id.transport === "iwarp") throw unsupportedOn(id, op, "iWARP has no multicast");
   withGroup(group, (sa) => {
-    checkCall(
-      "rdma_join_multicast",
-      native().rdmacm.rdma_join_multicast(id.ptr, sa.ptr, null),
-      group.address,
-    );
+    const n = native();
+    if (joinFlags === undefined) {
+      checkCall(op, n.rdmacm.rdma_join_multicast(id.ptr, sa.ptr, null), group.address);
+      return;
+    }
+    const ex = n.rdmacm.rdma_join_multicast_ex;
+    if (!ex) throw unsupportedOn(id, op, "this librdmacm has no rdma_join_multicast_ex");
+    const J = layouts().rdma_cm_join_mc_attr_ex;
+    NativeBlock.with(J.size, (attr) => {
+      attr.view.setUint32(
+        J.fields.comp_mask.offset,
+        JoinMcAttrMask.ADDRESS | JoinMcAttrMask.JOIN_FLAGS,
+        true,
+      );
+      attr.view.setUint32(J.fields.join_flags.offset, joinFlags, true);
+      attr.setPointer(J.fields.addr.offset, sa.ptr);
+      checkCall(op, ex(id.ptr, attr.ptr, null), group.address);
+    });
   });
 }
 

@@ -19,7 +19,7 @@ import { Errno } from "../types/errno.ts";
 import { CmEventType, PortSpace, QpState } from "../types/enums.ts";
 import { checkCall, nativeError, strerror } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
-import { NativeResource } from "../ffi/resource.ts";
+import { checkResource, NativeResource } from "../ffi/resource.ts";
 import { checkWaitOptions, type WaitOptions } from "../poller/wait.ts";
 import type { Context } from "../verbs/context.ts";
 import type { ProtectionDomain } from "../verbs/pd.ts";
@@ -44,13 +44,37 @@ import {
 } from "./conn_param.ts";
 import type { CmEvent } from "./event.ts";
 import { failure, IdEvents } from "./id-events.ts";
-import { joinMulticast, leaveMulticast, setIdOption } from "./id-options.ts";
-import { OptionId } from "../types/enums.ts";
+import { joinMulticast, leaveMulticast, setIdOption, unsupportedOn } from "./id-options.ts";
+import { type McJoinFlag, OptionId } from "../types/enums.ts";
+import { initQpAttr } from "./init-qp-attr.ts";
+import { type PathInput, type PathRecord, routePaths, setIbPath } from "./path.ts";
+import {
+  getComp,
+  type MsgBuffer,
+  type MsgOptions,
+  postRecvMsg,
+  postSendMsg,
+  regMemory,
+} from "./id-verbs.ts";
+import type { QpAttr } from "../verbs/qp-attr.ts";
+import type { MemoryRegion } from "../verbs/mr.ts";
+import type { WorkCompletionData } from "../verbs/wc.ts";
+import type { Remote, U64, UdDestination } from "../verbs/wr.ts";
 import { asBytes, type Bytes } from "../types/bytes.ts";
 import { checkInteger } from "../types/check.ts";
 
 /** How to create a QP on a CM id: the verbs {@link QpInit}; the type defaults from the port space. */
 export type CmQpInit = Omit<QpInit, "type"> & { readonly type?: QpInit["type"] };
+
+/** Options of {@link CmId.joinMulticast}: the wait's bounds and the kind of membership. */
+export interface JoinMulticastOptions extends WaitOptions {
+  /**
+   * The join flags of `rdma_join_multicast_ex`: `McJoinFlag.FULLMEMBER`, or
+   * `McJoinFlag.SENDONLY_FULLMEMBER` (send to the group without receiving: the QP is not
+   * attached). Without it the join is `rdma_join_multicast` (a full member).
+   */
+  joinFlags?: McJoinFlag;
+}
 
 /** Options of resolution: the wait's bounds and the kernel's own limit. */
 export interface ResolveOptions extends WaitOptions {
@@ -62,6 +86,10 @@ const construct = Symbol("CmId");
 
 let deliverTo: (id: CmId, ev: CmEvent) => void;
 let setOwnsChannel: (id: CmId) => void;
+let setRequestHookOf: (id: CmId, hook: (request: CmId) => CmId) => void;
+let addOwned: (id: CmId, resource: NativeResource | null, pd?: ProtectionDomain) => void;
+/** Wraps an id on a channel and routes the channel's events for it there (set by channel.ts). */
+let adoptOnChannel: ((channel: CmEventChannel, ptr: NativePointer) => CmId) | null = null;
 
 /**
  * One rdma_cm id. Create it with {@link CmEventChannel.createId} (or the `listen`/`connect`
@@ -85,7 +113,12 @@ export class CmId extends NativeResource implements AsyncDisposable {
   #disconnectSent = false;
   #removed = false;
   #ownsChannel = false;
+  #moved = false;
   #qp: QueuePair | null = null;
+  #pd: ProtectionDomain | null = null;
+  /** Objects made for the id (by `createEndpoint`) that close after it, newest first. */
+  #owned: NativeResource[] = [];
+  #onRequest: ((request: CmId) => CmId) | null = null;
   readonly #bytes: Uint8Array;
   readonly #view: DataView;
   readonly #events: IdEvents<CmId>;
@@ -94,6 +127,13 @@ export class CmId extends NativeResource implements AsyncDisposable {
     deliverTo = (id, ev) => id.#deliver(ev);
     setOwnsChannel = (id) => {
       id.#ownsChannel = true;
+    };
+    setRequestHookOf = (id, hook) => {
+      id.#onRequest = hook;
+    };
+    addOwned = (id, resource, pd) => {
+      if (resource) id.#owned.push(resource);
+      if (pd) id.#pd = pd;
     };
   }
 
@@ -151,6 +191,14 @@ export class CmId extends NativeResource implements AsyncDisposable {
   }
 
   /**
+   * The id's PD (`id->pd`): the PD of its QP, or the one `createEndpoint` made or was given;
+   * null before. The `rdma_reg_*` helpers register memory in it.
+   */
+  get pd(): ProtectionDomain | null {
+    return this.#pd && !this.#pd.closed ? this.#pd : null;
+  }
+
+  /**
    * The verbs {@link Context} of the device the id is bound to (librdmacm's own context):
    * allocate the PD, CQs and MRs of the id's QP from it. Throws before the address is resolved.
    */
@@ -171,8 +219,8 @@ export class CmId extends NativeResource implements AsyncDisposable {
     this.assertOpen();
     if (this.qp) throw new InvalidArgumentError("the CM id already has a QP");
     const qp = createCmQp(this, pd, init);
-    this.addDependent(qp);
     this.#qp = qp;
+    this.#pd = pd;
     return qp;
   }
 
@@ -328,13 +376,19 @@ export class CmId extends NativeResource implements AsyncDisposable {
       return Promise.reject(new InvalidArgumentError("getRequest: the id is not listening"));
     }
     const next = this.#events.requests.shift();
-    if (next) return Promise.resolve(next);
+    if (next) {
+      try {
+        return Promise.resolve(this.#onRequest ? this.#onRequest(next) : next);
+      } catch (e) {
+        return Promise.reject(e);
+      }
+    }
     return this.#start("getRequest", [CmEventType.CONNECT_REQUEST], options, () => {}).then(
       (ev) => {
         const requests = this.#events.requests;
         const i = requests.indexOf(ev.id);
         if (i >= 0) requests.splice(i, 1);
-        return ev.id;
+        return this.#onRequest ? this.#onRequest(ev.id) : ev.id;
       },
     );
   }
@@ -359,7 +413,12 @@ export class CmId extends NativeResource implements AsyncDisposable {
    * refused before the call.
    */
   connect(param: ConnParam = {}, options: WaitOptions = {}): Promise<CmEvent> {
-    return this.#start("connect", [CmEventType.ESTABLISHED], options, () => {
+    // without a QP on the id (a QP of plain verbs, `qpNum` in param), IB/RoCE answer with
+    // CONNECT_RESPONSE: move the QP with initQpAttr(RTR, RTS), then establish()
+    const types = this.isUd || this.qp
+      ? [CmEventType.ESTABLISHED]
+      : [CmEventType.ESTABLISHED, CmEventType.CONNECT_RESPONSE];
+    return this.#start("connect", types, options, () => {
       this.#requireDevice("connect", "resolve the address and route first");
       this.#checkUdSupported("rdma_connect");
       const cp = encodeConnParam("connect", param, this.privateDataContext());
@@ -369,6 +428,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
         cp.free();
       }
     }).then((ev) => {
+      if (ev.type === CmEventType.CONNECT_RESPONSE) return ev;
       if (!this.isUd) this.#connected = true;
       this.#recordIwarpQpState(QpState.RTS);
       return ev;
@@ -428,12 +488,136 @@ export class CmId extends NativeResource implements AsyncDisposable {
     this.close();
   }
 
-  /** Completes a connection on the active side when the QP is not created through the CM (`rdma_establish`). */
+  /**
+   * Completes a connection on the active side when the QP is not the id's (`rdma_establish`):
+   * after {@link CmId.connect} resolved with CONNECT_RESPONSE and the QP was moved to RTS with
+   * {@link CmId.initQpAttr}, this sends the RTU; the id is connected from then on.
+   */
   establish(): void {
     this.assertOpen();
     const f = native().rdmacm.rdma_establish;
-    if (!f) throw new InvalidArgumentError("rdma_establish is not available in this librdmacm");
+    if (!f) throw unsupportedOn(this, "rdma_establish", "this librdmacm has no rdma_establish");
     checkCall("rdma_establish", f(this.ptr));
+    this.#connected = true;
+  }
+
+  /**
+   * The attributes of the next QP state of this connection (`rdma_init_qp_attr`: INIT once the
+   * address is resolved or a request arrived, RTR and RTS once the peer answered), as the verbs
+   * layer's typed attributes: a QP made with plain verbs follows the connection with
+   * `qp.modify(id.initQpAttr(QpState.RTR))`.
+   */
+  initQpAttr(state: QpState): QpAttr {
+    return initQpAttr(this, state);
+  }
+
+  /** The IB path records of the resolved route (`route.path_rec`); empty on iWARP or before. */
+  get routePaths(): PathRecord[] {
+    return routePaths(this);
+  }
+
+  /**
+   * Sets the route of an id whose address is resolved from IB path records (the
+   * `RDMA_OPTION_IB_PATH` option) instead of resolving it; resolves on ROUTE_RESOLVED. On RoCE
+   * a record from another id's `routePaths` to the same peer works. iWARP has no path records:
+   * `UnsupportedError` naming the device.
+   */
+  setIbPath(paths: readonly PathInput[], options: WaitOptions = {}): Promise<CmEvent> {
+    return this.#start("setIbPath", [CmEventType.ROUTE_RESOLVED], options, () => {
+      this.#requireDevice("setIbPath", "await resolveAddress first");
+      if (this.transport === "iwarp") {
+        throw unsupportedOn(this, "rdma_set_option(RDMA_OPTION_IB_PATH)", "iWARP has no IB paths");
+      }
+      setIbPath(this, paths);
+    });
+  }
+
+  /**
+   * Moves the id to another event channel (`rdma_migrate_id`): its events, those not read yet
+   * included, arrive on `channel` from now on. Returns the id on its new channel — a new
+   * {@link CmId} object for the same `rdma_cm_id`, with its QP, state, queued events and
+   * requests — and closes this object without destroying anything. Refused while an operation
+   * waits on the id.
+   */
+  migrate(channel: CmEventChannel): CmId {
+    this.assertOpen();
+    checkResource<CmEventChannel>(channel, "CmEventChannel", "channel");
+    if (channel === this.channel) return this;
+    if (this.#events.waiting > 0) {
+      throw new InvalidArgumentError(
+        "migrate: an operation waits on the id (migrate before or after it)",
+      );
+    }
+    if (!adoptOnChannel) {
+      throw new InvalidArgumentError("migrate: the channel module is not loaded");
+    }
+    checkCall("rdma_migrate_id", native().rdmacm.rdma_migrate_id(this.ptr, channel.ptr));
+    const to = adoptOnChannel(channel, this.ptr);
+    to.#listening = this.#listening;
+    to.#connected = this.#connected;
+    to.#disconnectSeen = this.#disconnectSeen;
+    to.#disconnectSent = this.#disconnectSent;
+    to.#removed = this.#removed;
+    to.#qp = this.#qp;
+    to.#pd = this.#pd;
+    to.#owned = this.#owned.splice(0);
+    to.#onRequest = this.#onRequest;
+    to.request = this.request;
+    this.#events.moveTo(to.#events);
+    this.#moved = true;
+    this.#qp = null;
+    this.close();
+    return to;
+  }
+
+  /** `rdma_reg_msgs`: registers `memory` (bytes in place, or a length to allocate) for sends and receives in the id's PD. */
+  regMsgs(memory: Bytes | number): MemoryRegion {
+    return regMemory(this, "rdma_reg_msgs", memory);
+  }
+
+  /** `rdma_reg_read`: registers `memory` in the id's PD for local use and remote RDMA reads. */
+  regRead(memory: Bytes | number): MemoryRegion {
+    return regMemory(this, "rdma_reg_read", memory);
+  }
+
+  /** `rdma_reg_write`: registers `memory` in the id's PD for local use and remote RDMA writes. */
+  regWrite(memory: Bytes | number): MemoryRegion {
+    return regMemory(this, "rdma_reg_write", memory);
+  }
+
+  /** `rdma_post_recv(v)`: posts one receive into `buffer` on the id's QP (or its SRQ); `wrId` is C's `context`. */
+  postRecv(buffer: MsgBuffer, wrId: U64 = 0): void {
+    postRecvMsg(this, buffer, wrId);
+  }
+
+  /** `rdma_post_send(v)`: posts one SEND of `message` (registered memory, or bytes sent inline). */
+  postSend(message: MsgBuffer | Uint8Array, options: MsgOptions = {}): void {
+    postSendMsg(this, "send", message, options);
+  }
+
+  /** `rdma_post_read(v)`: posts an RDMA READ of `remote` into `buffer`. */
+  postRead(buffer: MsgBuffer, remote: Remote, options: MsgOptions = {}): void {
+    postSendMsg(this, "read", buffer, options, remote);
+  }
+
+  /** `rdma_post_write(v)`: posts an RDMA WRITE of `message` (registered, or inline bytes) to `remote`. */
+  postWrite(message: MsgBuffer | Uint8Array, remote: Remote, options: MsgOptions = {}): void {
+    postSendMsg(this, "write", message, options, remote);
+  }
+
+  /** `rdma_post_ud_send`: posts one SEND of `message` to a UD destination (AH, QPN, Q_Key). */
+  postUdSend(message: MsgBuffer | Uint8Array, to: UdDestination, options: MsgOptions = {}): void {
+    postSendMsg(this, "udSend", message, options, to);
+  }
+
+  /** `rdma_get_send_comp`: the next completion of the QP's send CQ (a copy; status unchecked). */
+  getSendComp(options: WaitOptions = {}): Promise<WorkCompletionData> {
+    return getComp(this, "send", options);
+  }
+
+  /** `rdma_get_recv_comp`: the next completion of the QP's receive CQ (a copy; status unchecked). */
+  getRecvComp(options: WaitOptions = {}): Promise<WorkCompletionData> {
+    return getComp(this, "recv", options);
   }
 
   /** Tells the CM about a QP async event (`rdma_notify`), e.g. `EventType.COMM_EST`. */
@@ -465,16 +649,16 @@ export class CmId extends NativeResource implements AsyncDisposable {
   }
 
   /**
-   * Joins a multicast group (`rdma_join_multicast`) on a UD id whose address is bound or
-   * resolved; resolves on MULTICAST_JOIN with the group's UD parameters (QPN 0xffffff, Q_Key,
-   * AH attributes).
+   * Joins a multicast group (`rdma_join_multicast`, or `rdma_join_multicast_ex` with
+   * `options.joinFlags`) on a UD id whose address is bound or resolved; resolves on
+   * MULTICAST_JOIN with the group's UD parameters (QPN 0xffffff, Q_Key, AH attributes).
    */
-  joinMulticast(group: AddressInput, options: WaitOptions = {}): Promise<CmEvent> {
+  joinMulticast(group: AddressInput, options: JoinMulticastOptions = {}): Promise<CmEvent> {
     return this.#start(
       "joinMulticast",
       [CmEventType.MULTICAST_JOIN],
       options,
-      () => joinMulticast(this, group),
+      () => joinMulticast(this, group, options.joinFlags),
     );
   }
 
@@ -524,7 +708,9 @@ export class CmId extends NativeResource implements AsyncDisposable {
    * then destroys the id (and the channel the `listen`/`connect` helpers made for it).
    */
   protected override beforeClose(): void {
+    if (this.#moved) return;
     if (this.#connected && !this.#disconnectSeen) this.#sendDisconnect();
+    this.#qp?.close();
   }
 
   /** Releases the native object (called once by `close()`). */
@@ -535,10 +721,20 @@ export class CmId extends NativeResource implements AsyncDisposable {
     const err = new ClosedError("CmId");
     this.#events.failAll(() => err);
     const n = native();
-    const rc = n.rdmacm.rdma_destroy_id(this.ptr);
+    // a migrated id lives on in the object of its new channel
+    const rc = this.#moved ? 0 : n.rdmacm.rdma_destroy_id(this.ptr);
     const errno = rc !== 0 ? n.errno() : 0;
+    let first: unknown = null;
+    for (const r of this.#owned.splice(0).reverse()) {
+      try {
+        r.close();
+      } catch (e) {
+        first ??= e;
+      }
+    }
     if (this.#ownsChannel) this.channel.close();
     if (rc !== 0) throw nativeError("rdma_destroy_id", errno);
+    if (first !== null) throw first;
   }
 
   /** A request nobody accepted: reject it without private data (the id closes). */
@@ -605,6 +801,31 @@ export function adoptId(channel: CmEventChannel, ptr: NativePointer): CmId {
 /** The id closes its channel when it closes: the helpers make one channel per id (module-private). */
 export function ownChannel(id: CmId): void {
   setOwnsChannel(id);
+}
+
+/**
+ * Runs `hook` on every request `getRequest` returns from this listening id and returns what it
+ * returns (module-private: `createEndpoint` creates each request's QP, like `rdma_get_request`).
+ */
+export function setRequestHook(id: CmId, hook: (request: CmId) => CmId): void {
+  setRequestHookOf(id, hook);
+}
+
+/**
+ * Makes `resource` close after the id is destroyed, and `pd` the id's PD (module-private:
+ * `createEndpoint`'s PD, CQs and channels).
+ */
+export function ownAfter(
+  id: CmId,
+  resource: NativeResource | null,
+  pd?: ProtectionDomain,
+): void {
+  addOwned(id, resource, pd);
+}
+
+/** Lets `rdma_migrate_id` register an id on its new channel (called once by channel.ts). */
+export function setChannelAdopt(fn: (channel: CmEventChannel, ptr: NativePointer) => CmId): void {
+  adoptOnChannel = fn;
 }
 
 /** Delivers an event read from the channel to its id (module-private to the cm layer). */

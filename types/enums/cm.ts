@@ -98,6 +98,24 @@ Object.freeze(OptionIb);
 /** A value of {@link OptionIb}. */
 export type OptionIb = typeof OptionIb[keyof typeof OptionIb];
 
+/**
+ * `IBV_PATH_FLAG_*` (`<infiniband/sa.h>`): what a `struct ibv_path_data` of the
+ * `RDMA_OPTION_IB_PATH` option describes. The kernel takes the first record flagged
+ * `GMP | PRIMARY | BIDIRECTIONAL`.
+ */
+export const PathFlag = {
+  GMP: 0x1,
+  PRIMARY: 0x2,
+  ALTERNATE: 0x4,
+  OUTBOUND: 0x8,
+  INBOUND: 0x10,
+  INBOUND_REVERSE: 0x20,
+  BIDIRECTIONAL: 0x28,
+} as const;
+Object.freeze(PathFlag);
+/** A value of {@link PathFlag}. */
+export type PathFlag = typeof PathFlag[keyof typeof PathFlag];
+
 /** `enum rdma_cm_join_mc_attr_mask`: the valid fields of `rdma_cm_join_mc_attr_ex.comp_mask`. */
 export const JoinMcAttrMask = { ADDRESS: 0x1, JOIN_FLAGS: 0x2, RESERVED: 0x4 } as const;
 Object.freeze(JoinMcAttrMask);

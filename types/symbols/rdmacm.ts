@@ -1,6 +1,9 @@
 /**
  * librdmacm: the exported functions of `rdma_cma.h` this library calls.
- * (`rdma_verbs.h` is all inline and is not bound.)
+ * (`rdma_verbs.h` is all inline and is not bound: its helpers are methods of `CmId` over the
+ * library's own QP, MRs and CQs. `rdma_create_ep`/`rdma_get_request` are not bound either: they
+ * would create librdmacm's hidden PD and CQs and block; `createEndpoint` and `getRequest` do the
+ * same with the library's objects.)
  *
  * @module
  */
@@ -104,6 +107,12 @@ export const RDMACM = {
     args: ["pointer", "pointer", "pointer"],
     result: "i32",
     c: "int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, void *context)",
+  },
+  rdma_join_multicast_ex: {
+    args: ["pointer", "pointer", "pointer"],
+    result: "i32",
+    c: "int rdma_join_multicast_ex(struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *mc_join_attr, void *context)",
+    optional: true,
   },
   rdma_leave_multicast: {
     args: ["pointer", "pointer"],
