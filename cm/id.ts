@@ -61,7 +61,7 @@ import type { MemoryRegion } from "../verbs/mr.ts";
 import type { WorkCompletionData } from "../verbs/wc.ts";
 import type { Remote, U64, UdDestination } from "../verbs/wr.ts";
 import { asBytes, type Bytes } from "../types/bytes.ts";
-import { checkInteger } from "../types/check.ts";
+import { checkInteger, describe } from "../types/check.ts";
 
 /** How to create a QP on a CM id: the verbs {@link QpInit}; the type defaults from the port space. */
 export type CmQpInit = Omit<QpInit, "type"> & { readonly type?: QpInit["type"] };
@@ -74,6 +74,15 @@ export interface JoinMulticastOptions extends WaitOptions {
    * attached). Without it the join is `rdma_join_multicast` (a full member).
    */
   joinFlags?: McJoinFlag;
+}
+
+/** Options of {@link CmId.disconnect}: the wait's bounds (default 10 s) and what happens after. */
+export interface DisconnectOptions extends WaitOptions {
+  /**
+   * Close the id (its QP first) once DISCONNECTED is seen (default true). False leaves both
+   * open, as `rdma_disconnect` alone does: destroy the QP and the id later.
+   */
+  close?: boolean;
 }
 
 /** Options of resolution: the wait's bounds and the kernel's own limit. */
@@ -677,11 +686,16 @@ export class CmId extends NativeResource implements AsyncDisposable {
   /**
    * Disconnects (`rdma_disconnect`), waits until DISCONNECTED is seen (the peer answered or
    * the CM timed out; bounded by `options.timeout`, default 10 s), then closes the id (QP
-   * first). Idempotent; a closed id resolves.
+   * first) unless `options.close` is false. Idempotent; a closed id resolves.
    */
-  async disconnect(options: WaitOptions = {}): Promise<void> {
+  async disconnect(options: DisconnectOptions = {}): Promise<void> {
     if (this.closed) return;
     checkWaitOptions(options);
+    if (options.close !== undefined && typeof options.close !== "boolean") {
+      throw new InvalidArgumentError(
+        `disconnect: close must be a boolean, got ${describe(options.close)}`,
+      );
+    }
     const wasConnected = this.#connected || this.#disconnectSeen;
     this.#sendDisconnect();
     if (wasConnected && !this.#disconnectSeen) {
@@ -691,7 +705,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
         if (!(e instanceof AbortedError) && !(e instanceof ClosedError)) throw e;
       }
     }
-    this.close();
+    if (options.close !== false) this.close();
   }
 
   #sendDisconnect(): void {

@@ -38,7 +38,13 @@ export {
   type CmListenOptions,
 } from "./connect.ts";
 export { type CmEvent, cmEventName, type ConnEventParam, type UdEventParam } from "./event.ts";
-export { CmId, type CmQpInit, type JoinMulticastOptions, type ResolveOptions } from "./id.ts";
+export {
+  CmId,
+  type CmQpInit,
+  type DisconnectOptions,
+  type JoinMulticastOptions,
+  type ResolveOptions,
+} from "./id.ts";
 export { createEndpoint, type EndpointOptions, type EndpointQpInit } from "./endpoint.ts";
 export type { MsgBuffer, MsgOptions } from "./id-verbs.ts";
 export type { PathInput, PathRecord } from "./path.ts";

@@ -6,14 +6,15 @@
  * @module
  */
 
-import type { CompletionQueue, PreparedRecv, PreparedSend } from "../../mod.ts";
+import type { CompletionQueue, PreparedRecv } from "../../mod.ts";
 import { err, out } from "./cli.ts";
 import { completionWaiter, postRecvs, RECV_WRID, resultLines, SEND_WRID } from "./pingpong.ts";
 
 /** What the loop needs from a tool that has connected its QP. */
 export interface LoopSetup {
   cq: CompletionQueue;
-  send: PreparedSend;
+  /** The prepared send (classic or extended). */
+  send: { post(): void };
   recv: PreparedRecv;
   /** Receives posted so far. */
   routs: number;
@@ -24,6 +25,8 @@ export interface LoopSetup {
   sendsFirst: boolean;
   /** `-e`: wait through the completion channel instead of busy polling. */
   events: boolean;
+  /** Called with the index of each successful receive completion of the last poll (`-t`). */
+  onRecv?: (index: number) => void;
 }
 
 /** Runs the loop; returns the exit code (non-zero after printing what failed). */
@@ -58,6 +61,7 @@ export async function pingpongLoop(o: LoopSetup): Promise<number> {
           }
         }
         rcnt++;
+        o.onRecv?.(i);
       } else {
         err(`Completion for unknown wr_id ${id}`);
         return 1;
