@@ -108,6 +108,7 @@ function summary(name: string, r: Result): Summary {
   const bytes = r.stdout.match(/^(\d+) bytes in [\d.]+ seconds = [\d.]+ Mbit\/sec$/m);
   const iters = r.stdout.match(/^(\d+) iters in [\d.]+ seconds = ([\d.]+) usec\/iter$/m);
   assert.ok(bytes && iters, `no result lines: ${why}`);
+  assert.doesNotMatch(r.stdout, /invalid data in page/, `-c found a bad page: ${why}`);
   const addr = (label: string) =>
     [...r.stdout.matchAll(
       new RegExp(
@@ -155,7 +156,7 @@ async function pair(
 }
 
 function pingpongSuite(
-  tool: "rc" | "ud" | "srq",
+  tool: "rc" | "uc" | "ud" | "srq",
   size: number,
   variants: { label: string; flags: string[]; qps?: number }[],
 ): void {
@@ -196,6 +197,11 @@ function pingpongSuite(
 pingpongSuite("rc", 4096, [
   { label: "polling", flags: [] },
   { label: "-e", flags: ["-e"] },
+  { label: "-c -N", flags: ["-c", "-N"] },
+]);
+pingpongSuite("uc", 4096, [
+  { label: "polling", flags: [] },
+  { label: "-e -c", flags: ["-e", "-c"] },
 ]);
 pingpongSuite("ud", 1024, [{ label: "polling", flags: [] }, { label: "-e", flags: ["-e"] }]);
 pingpongSuite("srq", 4096, [{ label: "4 QPs", flags: ["-q", "4"], qps: 4 }]);
@@ -263,7 +269,7 @@ deviceTest(
   },
 );
 
-for (const tool of ["devinfo", "rc_pingpong", "ud_pingpong", "srq_pingpong"]) {
+for (const tool of ["devinfo", "rc_pingpong", "uc_pingpong", "ud_pingpong", "srq_pingpong"]) {
   test(`examples: ${tool} --help exits 0 with the usage and the permissions`, async () => {
     const r = await run(ours(tool, ["--help"]), 60_000);
     assert.equal(r.code, 0, r.stderr);
