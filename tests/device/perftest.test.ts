@@ -1,3 +1,4 @@
+// runs on iWARP
 /**
  * The perftest tools of bench/perftest: each tool against itself in the runtime that runs
  * this test, and against Debian's C perftest (`ib_*`) both ways, over the TCP exchange and
@@ -10,7 +11,7 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import process from "node:process";
-import { type DeviceEnv, deviceTest, test } from "../harness.ts";
+import { type DeviceEnv, deviceEnv, deviceTest, test } from "../harness.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const isBun = "Bun" in globalThis;
@@ -103,9 +104,8 @@ function tcpListening(port: number): boolean {
 /** True once an rdma_cm id listens on `port` (`rdma res show cm_id`). */
 function cmListening(port: number): boolean {
   const r = spawnSync("rdma", ["res", "show", "cm_id"], { encoding: "utf8" });
-  return (r.stdout ?? "").split("\n").some((l) =>
-    /state LISTEN/.test(l) && l.includes(`:${port} `)
-  );
+  const at = new RegExp(`:${port}(\\s|$)`);
+  return (r.stdout ?? "").split("\n").some((l) => /state LISTEN/.test(l) && at.test(l));
 }
 
 async function waitListening(port: number, cm: boolean, server: Promise<Result>): Promise<void> {
@@ -256,28 +256,29 @@ const notIwarpTcp = (env: DeviceEnv) =>
     ? "iWARP connects only through rdma_cm (the -R tests run there)"
     : false;
 
+const PAIR_TIMEOUT = 2 * RUN_TIMEOUT_MS + 30_000;
+const env0 = deviceEnv();
+const iwarp = !("skip" in env0) && env0.transport === "iwarp";
+const noAtomicsOnIwarp = (tool: Tool) => (env: DeviceEnv) =>
+  env.transport === "iwarp" && tool.startsWith("atomic") ? "soft-iWARP has no atomics" : false;
+
 for (const tool of TOOLS) {
-  for (
-    const [server, client] of [["ours", "ours"], ["ours", "C"], ["C", "ours"]] as [Kind, Kind][]
-  ) {
+  // over TCP: ours against ours, and against the C tool both ways (IB/RoCE)
+  for (const [server, client] of [["ours", "ours"], ["ours", "C"], ["C", "ours"]] as const) {
     deviceTest(
       `perftest: ${tool}: ${server} server, ${client} client`,
       (env) => pair(env, tool, server, client, []),
-      {
-        timeout: 2 * RUN_TIMEOUT_MS + 30_000,
-        needs: notIwarpTcp,
-      },
+      { timeout: PAIR_TIMEOUT, needs: notIwarpTcp },
     );
+  }
+  // with -R: against the C tool both ways; ours against ours where TCP cannot run (iWARP)
+  const cm: (readonly [Kind, Kind])[] = [["ours", "C"], ["C", "ours"]];
+  if (iwarp) cm.unshift(["ours", "ours"]);
+  for (const [server, client] of cm) {
     deviceTest(
       `perftest: ${tool} -R: ${server} server, ${client} client`,
       (env) => pair(env, tool, server, client, ["-R"]),
-      {
-        timeout: 2 * RUN_TIMEOUT_MS + 30_000,
-        needs: (env) =>
-          env.transport === "iwarp" && tool.startsWith("atomic")
-            ? "soft-iWARP has no atomics"
-            : false,
-      },
+      { timeout: PAIR_TIMEOUT, needs: noAtomicsOnIwarp(tool) },
     );
   }
 }
@@ -292,7 +293,7 @@ deviceTest(
       ...(env.transport === "iwarp" ? ["-R"] : []),
     ]),
   {
-    timeout: 2 * RUN_TIMEOUT_MS + 30_000,
+    timeout: PAIR_TIMEOUT,
   },
 );
 
