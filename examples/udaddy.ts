@@ -18,12 +18,12 @@
 import {
   AccessFlags,
   type AddressHandle,
+  type AddrInfoHints,
   awaitCompletions,
   type CmEvent,
   CmEventChannel,
   CmEventError,
   type CmId,
-  cmListen,
   type CompletionChannel,
   type CompletionQueue,
   Errno,
@@ -37,6 +37,15 @@ import {
   WrOpcode,
 } from "../mod.ts";
 import { intOption, out, runTool, stringOption, type ToolSpec, UsageError } from "./_common/cli.ts";
+import {
+  eventStatus,
+  formatHints,
+  GAI_FAILURE,
+  getRdmaAddr,
+  perror,
+  type RdmaAddr,
+  Status,
+} from "./_common/cm.ts";
 
 /** Bytes of a UD receive that hold the global route header. */
 const GRH = 40;
@@ -55,7 +64,7 @@ const SPEC: ToolSpec = {
       short: "f",
       type: "string",
       arg: "address_format",
-      help: "name, ip or ipv6 (numeric addresses only here; gid is not supported)",
+      help: "name, ip, ipv6, or gid",
     },
     "port-space-name": { short: "P", type: "string", arg: "port_space", help: "udp or ipoib" },
     connections: { short: "c", type: "string", arg: "connections", help: "default 1" },
@@ -78,6 +87,8 @@ interface Settings {
   dst?: string;
   src?: string;
   portSpace: "UDP" | "IPOIB";
+  /** `-f`: how addresses are resolved (`gid`: AF_IB). */
+  hints: AddrInfoHints;
   connections: number;
   count: number;
   size: number;
@@ -165,13 +176,6 @@ class Node {
   }
 }
 
-/** A failure the C tool reports as a return status (after printing its own line). */
-class Status extends Error {
-  constructor(readonly status: number) {
-    super(`status ${status}`);
-  }
-}
-
 /** The C tool's check that a message fits the port's active MTU; false (and a line) if not. */
 function fitsMtu(id: CmId, s: Settings): boolean {
   const mtu = id.context.queryPort(id.portNum).activeMtuBytes;
@@ -182,26 +186,36 @@ function fitsMtu(id: CmId, s: Settings): boolean {
   return true;
 }
 
-/** The C tool's line for a failure event; returns the event's status. */
-function eventError(e: unknown): number {
-  if (e instanceof CmEventError) {
-    out(`udaddy: event: ${e.eventName}, error: ${e.status}`);
-    return e.status;
-  }
-  throw e;
-}
-
-async function runServer(s: Settings, nodes: Node[]): Promise<number> {
+async function runServer(s: Settings, channel: CmEventChannel, nodes: Node[]): Promise<number> {
   out("udaddy: starting server");
-  const listener = cmListen({ address: s.src ?? "0.0.0.0", port: PORT, portSpace: s.portSpace });
+  const listener = channel.createId(s.portSpace);
   try {
+    let addr: RdmaAddr;
+    try {
+      addr = getRdmaAddr(s.src, undefined, PORT, { ...s.hints, passive: true });
+    } catch {
+      out(`udaddy: getrdmaaddr error: ${GAI_FAILURE}`);
+      return -1;
+    }
+    try {
+      listener.bind(addr.source ?? { address: "0.0.0.0", port: PORT });
+    } catch (e) {
+      perror("udaddy: bind address failed", e);
+      return -1;
+    }
+    try {
+      listener.listen();
+    } catch (e) {
+      perror("udaddy: failure trying to listen", e);
+      return -1;
+    }
     let ret = 0;
     for (let left = s.connections; left > 0; left--) {
       let id: CmId;
       try {
-        id = await listener.accept();
+        id = await listener.getRequest();
       } catch (e) {
-        ret = eventError(e);
+        ret = eventStatus("udaddy", e);
         continue;
       }
       let node: Node | undefined;
@@ -233,11 +247,22 @@ async function runServer(s: Settings, nodes: Node[]): Promise<number> {
 }
 
 /** Resolves, creates the node and connects one id; resolves with the ESTABLISHED event. */
-async function connectOne(id: CmId, s: Settings, nodes: Node[]): Promise<CmEvent> {
-  await id.resolveAddress({ address: s.dst!, port: PORT }, {
-    source: s.src ? { address: s.src } : undefined,
-    timeoutMs: 2000,
-  });
+async function connectOne(
+  id: CmId,
+  s: Settings,
+  addr: RdmaAddr,
+  nodes: Node[],
+): Promise<CmEvent> {
+  try {
+    await id.resolveAddress(addr.destination!, {
+      source: addr.source ?? undefined,
+      timeoutMs: 2000,
+    });
+  } catch (e) {
+    if (e instanceof CmEventError) throw e;
+    perror("udaddy: failure getting addr", e);
+    throw new Status(-1, e);
+  }
   if (s.tos !== undefined) id.setTos(s.tos);
   await id.resolveRoute({ timeoutMs: 2000 });
   if (!fitsMtu(id, s)) throw new Status(-Errno.EINVAL);
@@ -260,15 +285,19 @@ async function connectOne(id: CmId, s: Settings, nodes: Node[]): Promise<CmEvent
 
 async function runClient(s: Settings, channel: CmEventChannel, nodes: Node[]): Promise<number> {
   out("udaddy: starting client");
+  let addr: RdmaAddr;
+  try {
+    addr = getRdmaAddr(s.src, s.dst, PORT, s.hints);
+    if (!addr.destination) throw new Error("no destination");
+  } catch {
+    out(`udaddy: getaddrinfo error: ${GAI_FAILURE}`);
+    return -1;
+  }
   out("udaddy: connecting");
   const ids = Array.from({ length: s.connections }, () => channel.createId(s.portSpace));
   let ret = 0;
-  const results = await Promise.allSettled(ids.map((id) => connectOne(id, s, nodes)));
-  for (const r of results) {
-    if (r.status === "rejected") {
-      ret = r.reason instanceof Status ? r.reason.status : eventError(r.reason);
-    }
-  }
+  const results = await Promise.allSettled(ids.map((id) => connectOne(id, s, addr, nodes)));
+  for (const r of results) if (r.status === "rejected") ret = eventStatus("udaddy", r.reason);
   for (const id of ids) if (!nodes.some((n) => n.id === id)) id.close();
   if (ret) return ret;
   if (s.count) {
@@ -302,15 +331,12 @@ function portSpaceOf(values: Record<string, unknown>): "UDP" | "IPOIB" {
 
 if (import.meta.main) {
   await runTool(SPEC, async ({ values }) => {
-    const format = stringOption(values, "format");
-    if (format !== undefined && /^gid/i.test(format)) {
-      throw new UsageError("-f gid (AF_IB addresses) is not supported by this port");
-    }
     const tos = values.tos === undefined ? undefined : intOption(values, "tos", 0, 0, 255);
     const s: Settings = {
       dst: stringOption(values, "server"),
       src: stringOption(values, "bind"),
       portSpace: portSpaceOf(values),
+      hints: formatHints(stringOption(values, "format")),
       connections: intOption(values, "connections", 1, 1, 1024),
       count: intOption(values, "count", 10, 0, 1 << 16),
       size: intOption(values, "size", 100, 0, 1 << 16),
@@ -321,7 +347,7 @@ if (import.meta.main) {
     const nodes: Node[] = [];
     let ret: number;
     try {
-      ret = s.dst ? await runClient(s, channel, nodes) : await runServer(s, nodes);
+      ret = s.dst ? await runClient(s, channel, nodes) : await runServer(s, channel, nodes);
     } finally {
       out("test complete");
       for (const n of nodes) n.close();

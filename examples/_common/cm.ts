@@ -29,8 +29,11 @@ import { out } from "./cli.ts";
 
 /** A failure the C tool reports as a return status (after printing its own line). */
 export class Status extends Error {
-  /** Creates the failure with the C tool's return value. */
-  constructor(readonly status: number) {
+  /**
+   * Creates the failure with the C tool's return value; `error` is the library error behind it
+   * (a later `perror` prints its errno again, as C's does).
+   */
+  constructor(readonly status: number, readonly error?: unknown) {
     super(`status ${status}`);
   }
 }
