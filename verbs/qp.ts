@@ -8,7 +8,15 @@
 
 import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { enumName, Mtu, QpAttrMask, QpState, QpType, SendFlags } from "../types/enums.ts";
+import {
+  enumName,
+  Mtu,
+  QpAttrMask,
+  QpState,
+  QpType,
+  SendFlags,
+  type WrOpcode,
+} from "../types/enums.ts";
 import type { CompletionRecord } from "../poller/tracker.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
@@ -27,14 +35,22 @@ import {
 import { ListPoster, One, postChecked } from "./post.ts";
 import { InvalidWorkRequestError, QpStateError } from "./post-errors.ts";
 import { type PreparedRecv, type PreparedSend, prepareRecv, prepareSend } from "./prepared.ts";
-import { type RecvWr, recvWrProblem, type SendLimits, type SendWr, sendWrProblem } from "./wr.ts";
+import {
+  OPCODE_RULES,
+  type RecvWr,
+  recvWrProblem,
+  type SendLimits,
+  type SendWr,
+  sendWrProblem,
+} from "./wr.ts";
 import { commitBinds } from "./wr-list.ts";
 import { attachTarget, detachTarget, trackTagged } from "./cq.ts";
 import type { CompletionQueue } from "./cq.ts";
-import { ProtectionDomain } from "./pd.ts";
+import type { ProtectionDomain } from "./pd.ts";
 import type { SharedReceiveQueue } from "./srq.ts";
 import type { WorkCompletion } from "./wc.ts";
-import { type Context, forgetObject, rememberObject } from "./context.ts";
+import type { Context } from "./context.ts";
+import { forgetObject, rememberObject } from "./objects.ts";
 
 /** The other end of an RC/UC connection. */
 export interface RemoteEndpoint {
@@ -150,7 +166,7 @@ export class QueuePair extends NativeResource {
   constructor(pd: ProtectionDomain, init: QpInit) {
     const adopted = adopting;
     adopting = null;
-    checkResource(pd, ProtectionDomain, "pd");
+    checkResource<ProtectionDomain>(pd, "ProtectionDomain", "pd");
     const c: CheckedQpInit = checkQpInit(pd, init, adopted?.types);
     const n = native();
     const L = layouts();
@@ -320,6 +336,18 @@ export class QueuePair extends NativeResource {
    */
   protected sendBlocked(): string | null {
     return null;
+  }
+
+  /**
+   * `ibv_query_qp_data_in_order`: true when the data of `op` work requests is guaranteed to be
+   * written in order (false when not guaranteed, or when libibverbs predates the query).
+   */
+  dataInOrder(op: WrOpcode): boolean {
+    this.assertOpen();
+    const r = OPCODE_RULES.get(op);
+    if (!r) throw new InvalidArgumentError(`dataInOrder: unknown opcode ${op}`);
+    const query = native().ibverbs.ibv_query_qp_data_in_order;
+    return query ? query(this.ptr, op, 0) === 1 : false;
   }
 
   /**

@@ -181,6 +181,12 @@ export const IBVERBS = {
     c: "int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask, struct ibv_qp_init_attr *init_attr)",
   },
   ibv_destroy_qp: { args: ["pointer"], result: "i32", c: "int ibv_destroy_qp(struct ibv_qp *qp)" },
+  ibv_query_qp_data_in_order: {
+    args: ["pointer", "i32", "u32"],
+    result: "i32",
+    c: "int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)",
+    optional: true,
+  },
   ibv_qp_to_qp_ex: {
     args: ["pointer"],
     result: "pointer",
