@@ -39,7 +39,7 @@ export interface CmListenOptions {
  * listener)`) yields each incoming connection as a new {@link CmId}: create
  * its QP, post receives, then `await req.accept(...)` or `req.reject(...)`.
  * Closing the listener rejects requests nobody took; accepted connections
- * stay open (they close with their channel).
+ * stay open; the channel the listener made closes when the last of them closes.
  */
 export class CmListener implements Disposable {
   /** The listening id. */
@@ -71,7 +71,7 @@ export class CmListener implements Disposable {
     return this.id[Symbol.asyncIterator]();
   }
 
-  /** Stops listening: pending requests are rejected, then the id (and an owned channel) close. */
+  /** Stops listening: pending requests are rejected and the id closes; accepted connections stay open. */
   close(): void {
     this.id.close();
   }

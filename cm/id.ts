@@ -94,7 +94,8 @@ export interface ResolveOptions extends WaitOptions {
 const construct = Symbol("CmId");
 
 let deliverTo: (id: CmId, ev: CmEvent) => void;
-let setOwnsChannel: (id: CmId) => void;
+/** Channels the cm helpers made for an id: each closes when the last id on it closes. */
+const ownedByIds = new WeakSet<CmEventChannel>();
 let setRequestHookOf: (id: CmId, hook: (request: CmId) => CmId) => void;
 let addOwned: (id: CmId, resource: NativeResource | null, pd?: ProtectionDomain) => void;
 /** Wraps an id on a channel and routes the channel's events for it there (set by channel.ts). */
@@ -121,7 +122,6 @@ export class CmId extends NativeResource implements AsyncDisposable {
   #disconnectSeen = false;
   #disconnectSent = false;
   #removed = false;
-  #ownsChannel = false;
   #moved = false;
   #qp: QueuePair | null = null;
   #pd: ProtectionDomain | null = null;
@@ -134,9 +134,6 @@ export class CmId extends NativeResource implements AsyncDisposable {
 
   static {
     deliverTo = (id, ev) => id.#deliver(ev);
-    setOwnsChannel = (id) => {
-      id.#ownsChannel = true;
-    };
     setRequestHookOf = (id, hook) => {
       id.#onRequest = hook;
     };
@@ -719,7 +716,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
   /**
    * Closing tears the id down in order: disconnects if connected (without waiting), destroys its
    * QP, rejects waiting operations with ClosedError, refuses pending requests of a listener,
-   * then destroys the id (and the channel the `listen`/`connect` helpers made for it).
+   * then destroys the id (and the channel the `cmListen`/`cmConnect` helpers made, once no id uses it).
    */
   protected override beforeClose(): void {
     if (this.#moved) return;
@@ -746,7 +743,8 @@ export class CmId extends NativeResource implements AsyncDisposable {
         first ??= e;
       }
     }
-    if (this.#ownsChannel) this.channel.close();
+    // a helper's channel outlives its listener while accepted connections still use it
+    if (ownedByIds.has(this.channel) && this.channel.ids.length === 0) this.channel.close();
     if (rc !== 0) throw nativeError("rdma_destroy_id", errno);
     if (first !== null) throw first;
   }
@@ -812,9 +810,12 @@ export function adoptId(channel: CmEventChannel, ptr: NativePointer): CmId {
   return new CmId(channel, ptr, construct);
 }
 
-/** The id closes its channel when it closes: the helpers make one channel per id (module-private). */
+/**
+ * The id's channel closes when the last id on it closes (module-private: the helpers make a
+ * channel per connection or listener; a listener's accepted connections share it).
+ */
 export function ownChannel(id: CmId): void {
-  setOwnsChannel(id);
+  ownedByIds.add(id.channel);
 }
 
 /**

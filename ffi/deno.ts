@@ -17,7 +17,7 @@ import type {
 } from "../types/ctypes.ts";
 import type { Native, PreparedCall } from "../types/native.ts";
 import { LIBFFI } from "../types/symbols/libc.ts";
-import { RdmaError } from "../types/errors.ts";
+import { FfiPermissionError, RdmaError } from "../types/errors.ts";
 import { type Backend, buildNative } from "./build.ts";
 import { candidates, LIBRARIES, type LibraryPaths } from "./library.ts";
 
@@ -319,5 +319,9 @@ export const arch: string = backend.arch;
 
 /** Creates the Deno implementation of {@link Native}. */
 export function createNative(paths: LibraryPaths): Native {
+  // without the permission every dlopen fails; say so instead of "could not load libc"
+  let ffi = Deno.permissions.querySync({ name: "ffi" }).state;
+  if (ffi === "prompt") ffi = Deno.permissions.requestSync({ name: "ffi" }).state;
+  if (ffi !== "granted") throw new FfiPermissionError();
   return buildNative(backend, paths);
 }

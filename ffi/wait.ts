@@ -21,6 +21,7 @@
  */
 
 import type { UringCalls } from "./wait-uring.ts";
+import { InvalidArgumentError } from "../types/errors.ts";
 
 /** `EPOLLIN` (readable). */
 export const EPOLLIN = 0x001;
@@ -99,7 +100,7 @@ export function waiterKinds(): string[] {
 /**
  * Chooses how pollers created from now on wait: a kind from {@link waiterKinds}, a factory
  * (benchmarks compare candidates this way), or `undefined` for the runtime's default. Pollers
- * that exist keep their waiter. Throws `RangeError` for an unknown kind.
+ * that exist keep their waiter. Throws `InvalidArgumentError` for an unknown kind.
  */
 export function useWaiter(kind?: string | WaiterFactory): void {
   if (kind === undefined || typeof kind === "function") {
@@ -108,7 +109,9 @@ export function useWaiter(kind?: string | WaiterFactory): void {
   }
   const factory = backend.WAITERS[kind];
   if (!factory) {
-    throw new RangeError(`unknown waiter "${kind}" (this runtime has ${waiterKinds().join(", ")})`);
+    throw new InvalidArgumentError(
+      `unknown waiter "${kind}" (this runtime has ${waiterKinds().join(", ")})`,
+    );
   }
   chosen = factory;
 }

@@ -14,15 +14,16 @@
  *   ping-pong whose answer comes back within the budget never pays a wake-up and an idle CQ
  *   spins almost nothing; `spinMicros` fixes the budget instead.
  *
- * Why `"adaptive"` with a 20 µs budget is the default: in RC ping-pong (bench/pingpong-event.ts,
- * soft-RoCE VM, 2 vCPUs, two processes, medians of interleaved rounds, as ratios to
- * `ibv_rc_pingpong -e` in the same run) it beat `"event"` in 5 of 6 runs: Deno 2.84× vs 6.07×,
+ * Why `"adaptive"` is the default: in RC ping-pong (bench/pingpong-event.ts, soft-RoCE VM,
+ * 2 vCPUs, two processes, medians of interleaved rounds, as ratios to `ibv_rc_pingpong -e` in the
+ * same run) a fixed 20 µs spin already beat `"event"` in 5 of 6 runs: Deno 2.84× vs 6.07×,
  * 1.06× vs 1.41×, 1.53× vs 2.13×; Bun 1.40× vs 1.96×, 5.10× vs 6.33×, and 5.71× vs 5.01× (the
- * one loss, within the noise: the C tool itself varied from 0.3 to 10 ms per round trip in that
- * run on the shared 2-core host). Most likely a send completion that lands within the budget
- * saves a whole wake-up. The budget bounds the spinning to 20 µs per wait, so an idle or loaded
- * machine loses almost nothing; `"busy"` keeps a core busy and was not reliably faster there
- * (1.45–3.87× of the busy-polling C tool), so it is never the default.
+ * one loss, within the noise of the shared 2-core host). A completion that lands within the
+ * spin saves a whole wake-up. Learning the budget per CQ keeps that gain where answers come
+ * back quickly and stops a CQ whose completions come late from spinning in vain, while the
+ * ceiling keeps an idle or loaded machine from losing more than 200 µs of event loop per wait.
+ * `"busy"` keeps a core busy and was not reliably faster there (1.45–3.87× of the busy-polling
+ * C tool), so it is never the default.
  *
  * One consumer per CQ: the functions here call `cq.poll()`, which overwrites the CQ's WC array.
  *
@@ -48,7 +49,7 @@ export type Strategy = "busy" | "event" | "adaptive";
 /** The strategy used when none is given. */
 export const DEFAULT_STRATEGY: Strategy = "adaptive";
 
-/** The spin budget of the `"adaptive"` strategy when none is given, in microseconds. */
+/** The spin budget a CQ's `"adaptive"` waits start from before one is learnt, in microseconds. */
 export const DEFAULT_SPIN_MICROS = 20;
 
 /**
@@ -100,7 +101,11 @@ export interface CompletionSource {
 export interface CompletionWaitOptions extends WaitOptions {
   /** Waiting strategy (default {@link DEFAULT_STRATEGY}). */
   strategy?: Strategy;
-  /** Spin budget of `"adaptive"` in microseconds (default {@link DEFAULT_SPIN_MICROS}). */
+  /**
+   * A fixed spin budget of `"adaptive"` in microseconds, 0..{@link MAX_SPIN_MICROS}. Without it the
+   * budget is learnt per CQ (starting at {@link DEFAULT_SPIN_MICROS}, at most
+   * {@link AUTO_SPIN_MAX_MICROS}).
+   */
   spinMicros?: number;
   /** Arm for solicited completions only (`"event"`/`"adaptive"`). */
   solicitedOnly?: boolean;
@@ -297,9 +302,7 @@ async function eventWait(
   watchChannel(cq.channel!, poller);
   const solicited = options.solicitedOnly ?? false;
   const max = options.max;
-  let deadline = Infinity;
-  let waitOptions: WaitOptions = options;
-  if (options.timeout !== undefined) deadline = performance.now() + options.timeout;
+  const since = performance.now();
   for (;;) {
     // arm → drain → wait
     if (!s.armed || (s.armedSolicited && !solicited)) {
@@ -312,10 +315,8 @@ async function eventWait(
       if (learnFrom >= 0) learnSpin(s, (performance.now() - learnFrom) * 1000);
       return n;
     }
-    if (deadline !== Infinity) {
-      waitOptions = { signal: options.signal, timeout: Math.max(0, deadline - performance.now()) };
-    }
-    await s.waits.add(waitOptions);
+    // every round of the loop keeps the first round's deadline
+    await s.waits.add(options, undefined, "completion wait", since);
     if (s.closed) throw s.closed;
   }
 }

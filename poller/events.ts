@@ -6,9 +6,9 @@
  * @module
  */
 
-import { ClosedError } from "../types/errors.ts";
+import { AbortedError, ClosedError } from "../types/errors.ts";
 import { type FdWatch, Poller } from "./poller.ts";
-import type { WaitOptions } from "./wait.ts";
+import { timedOutError, type WaitOptions } from "./wait.ts";
 
 /** Options of an event stream. */
 export interface EventStreamOptions extends WaitOptions {
@@ -37,10 +37,18 @@ export async function nextEvent<T>(
   const deadline = options.timeout === undefined ? Infinity : performance.now() + options.timeout;
   try {
     for (;;) {
-      await watch.readable({
-        signal: options.signal,
-        timeout: deadline === Infinity ? undefined : Math.max(0, deadline - performance.now()),
-      });
+      try {
+        await watch.readable({
+          signal: options.signal,
+          timeout: deadline === Infinity ? undefined : Math.max(0, deadline - performance.now()),
+        });
+      } catch (e) {
+        // a later round timed out with what was left: name the whole timeout
+        if (e instanceof AbortedError && !options.signal?.aborted && deadline !== Infinity) {
+          throw timedOutError("event wait", options.timeout!);
+        }
+        throw e;
+      }
       const ev = read();
       if (ev !== null) return ev;
     }

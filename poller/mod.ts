@@ -6,8 +6,10 @@
  *   `Poller.default()` is the shared one. `register(fd, onReadable?)` gives an {@link FdWatch}
  *   with `readable({ signal, timeout })` and `for await` over edges; whoever is notified reads
  *   until EAGAIN. Waiting happens off the JS thread (Deno: one `nonblocking` `epoll_wait` in
- *   flight only while something is awaited, cancelled through the eventfd; Bun: a Worker blocked
- *   in `epoll_wait`, ref'd only while something is awaited), so an idle process exits by itself.
+ *   flight only while something is awaited, cancelled through the eventfd; Bun: the epoll fd
+ *   adopted as a socket by `Bun.connect({ fd })`, whose readiness is the wake-up, with io_uring
+ *   and a Worker as the selectable alternatives; see `useWaiter` and poller/README.md), so an idle
+ *   process exits by itself.
  * - {@link awaitCompletions} / {@link completions}: wait for a CQ's completions with the
  *   `busy`, `event` or `adaptive` strategy (default {@link DEFAULT_STRATEGY}, see
  *   `completions.ts` for the measurement that chose it). Event waits arm, drain, then wait.
@@ -23,6 +25,7 @@
  */
 
 export { FdWatch, Poller, type PollerOptions } from "./poller.ts";
+export { useWaiter, waiterKinds } from "./waiter.ts";
 export {
   abortedError,
   checkWaitOptions,

@@ -8,7 +8,7 @@
  */
 
 import { ClosedError, InvalidArgumentError, WorkCompletionError } from "../types/errors.ts";
-import { enumName, WcStatus, wcStatusStr } from "../types/enums.ts";
+import { enumName, WcFlags, WcStatus, wcStatusStr } from "../types/enums.ts";
 import { WaitList, type WaitOptions } from "./wait.ts";
 import {
   awaitCompletions,
@@ -49,7 +49,7 @@ export interface CompletionRecord {
   byteLen: number;
   /** The local QP number. */
   qpNum: number;
-  /** Immediate data (host order) or undefined. */
+  /** Immediate data (host order) when the completion carries it (`WcFlags.WITH_IMM`), else undefined. */
   immData: number | undefined;
   /** `ibv_wc_flags`, or 0. */
   wcFlags: number;
@@ -140,14 +140,15 @@ export class WorkRequestTracker {
     if (!e || (e.qpNum !== undefined && e.qpNum !== wc.qpNum)) return false;
     this.#forget(wrId);
     if (wc.status === 0) {
+      const flags = wc.wcFlags ?? 0;
       e.list.resolveAll({
         wrId: e.reportAs ?? wrId,
         status: 0,
         opcode: wc.opcode,
         byteLen: wc.byteLen,
         qpNum: wc.qpNum,
-        immData: wc.immData,
-        wcFlags: wc.wcFlags ?? 0,
+        immData: (flags & WcFlags.WITH_IMM) !== 0 ? wc.immData : undefined,
+        wcFlags: flags,
       });
     } else e.list.rejectAll(workCompletionError(wc, e.reportAs ?? wrId));
     return true;

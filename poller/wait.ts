@@ -76,8 +76,9 @@ class Pending<T, K> implements Deadline {
     readonly what: string,
     readonly timeout: number | undefined,
     readonly signal: AbortSignal | undefined,
+    since: number,
   ) {
-    this.at = timeout === undefined ? Infinity : performance.now() + timeout;
+    this.at = timeout === undefined ? Infinity : since + timeout;
   }
 
   resolve(value: T): void {
@@ -137,9 +138,11 @@ export class WaitList<T = void, K = undefined> {
   /**
    * Adds a wait for `what` (named in abort and timeout errors); it settles through
    * {@link WaitList.resolveAll}, {@link WaitList.resolveFirst}, a reject, its signal or its
-   * timeout. Invalid options reject with {@link InvalidArgumentError}.
+   * timeout, counted from `since` (a `performance.now()` time; default now: a wait that resumes
+   * an earlier one keeps its deadline and names its whole timeout). Invalid options reject with
+   * {@link InvalidArgumentError}.
    */
-  add(options?: WaitOptions, key?: K, what = "wait"): Promise<T> {
+  add(options?: WaitOptions, key?: K, what = "wait", since?: number): Promise<T> {
     let signal: AbortSignal | undefined;
     let timeout: number | undefined;
     if (options !== undefined) {
@@ -154,7 +157,15 @@ export class WaitList<T = void, K = undefined> {
         if (signal?.aborted) return Promise.reject(abortedError(signal, what));
       }
     }
-    const p = new Pending<T, K>(this.#list, this.#holds, key as K, what, timeout, signal);
+    const p = new Pending<T, K>(
+      this.#list,
+      this.#holds,
+      key as K,
+      what,
+      timeout,
+      signal,
+      timeout === undefined ? 0 : since ?? performance.now(),
+    );
     const promise = new Promise<T>((resolve, reject) => {
       p.settle = resolve;
       p.fail = reject;

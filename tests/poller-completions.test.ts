@@ -32,6 +32,8 @@ interface Wc {
   qpNum: number;
   vendorErr: number;
   solicited: boolean;
+  immData: number;
+  wcFlags: number;
 }
 
 class FakeChannel {
@@ -89,6 +91,8 @@ class FakeCq {
       qpNum: 1,
       vendorErr: 0,
       solicited: false,
+      immData: 0,
+      wcFlags: 0,
       ...wc,
     };
     this.queue.push(full);
@@ -211,6 +215,24 @@ test("completions: abort, timeout and cancelCompletionWaits settle waits with ty
   channel.close();
 });
 
+test("completions: a wait woken without completions keeps its deadline and names its whole timeout", async () => {
+  using poller = new Poller();
+  const channel = new FakeChannel();
+  const cq = new FakeCq(channel);
+  setTimeout(() => channel.signal(cq), 30); // an event, but nothing to poll
+  const t0 = performance.now();
+  await assert.rejects(
+    awaitCompletions(cq, { poller, strategy: "event", timeout: 120 }),
+    (e: Error) =>
+      e instanceof AbortedError && /completion wait timed out after 120 ms/.test(e.message),
+  );
+  const ms = performance.now() - t0;
+  assert.ok(ms >= 110 && ms < 2000, `took ${ms} ms`);
+  assert.ok(cq.arms >= 2, "re-armed after the empty wake-up");
+  unwatchChannel(channel);
+  channel.close();
+});
+
 test("completions: busy waiting lets timers run", async () => {
   const cq = new FakeCq(null);
   let ticks = 0;
@@ -230,8 +252,10 @@ test("tracker: promises per wr_id resolve with the record or reject with the WC 
   const ok = pump.track(1n);
   const bad = pump.track(2n);
   const late = pump.track(3n);
+  const withImm = pump.track(5n);
   await assert.rejects(pump.track(1n), /already tracked/);
   setTimeout(() => {
+    cq.complete({ wrId: 5n, opcode: 129, immData: 0xabcd, wcFlags: 2 });
     cq.complete({ wrId: 7n });
     cq.complete({ wrId: 2n, status: 10, vendorErr: 0x88, qpNum: 42 });
     cq.complete({ wrId: 1n, byteLen: 64, opcode: 128 });
@@ -240,6 +264,10 @@ test("tracker: promises per wr_id resolve with the record or reject with the WC 
   assert.equal(rec.wrId, 1n);
   assert.equal(rec.byteLen, 64);
   assert.equal(rec.opcode, 128);
+  assert.equal(rec.immData, undefined, "no WITH_IMM flag: no immediate data");
+  const imm = await withImm;
+  assert.equal(imm.immData, 0xabcd);
+  assert.equal(imm.wcFlags, 2);
   await assert.rejects(bad, (e) => {
     assert.ok(e instanceof WorkCompletionError);
     assert.equal(e.status, 10);

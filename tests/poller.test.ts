@@ -261,7 +261,7 @@ test("poller: every waiter kind is selectable, reports itself, and unknown kinds
     if (p.backend !== kind) process.stderr.write(`waiter ${kind} fell back to ${p.backend}\n`);
     p.close();
   }
-  assert.throws(() => useWaiter("no-such-waiter"), RangeError);
+  assert.throws(() => useWaiter("no-such-waiter"), InvalidArgumentError);
 });
 
 for (const kind of waiterKinds()) {

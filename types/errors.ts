@@ -89,6 +89,17 @@ export class DevicePermissionError extends RdmaError {
   }
 }
 
+/** The runtime does not let the program call native code (Deno without `--allow-ffi`). */
+export class FfiPermissionError extends RdmaError {
+  /** Creates the error. */
+  constructor() {
+    super(
+      "@rdma/verbs calls libibverbs and librdmacm through FFI: run Deno with --allow-ffi " +
+        "(e.g. `deno run --allow-ffi main.ts`), or grant it in deno.json's permissions.",
+    );
+  }
+}
+
 /** A native library could not be loaded. */
 export class LibraryNotFoundError extends RdmaError {
   /** The library's soname, e.g. `libibverbs.so.1`. */

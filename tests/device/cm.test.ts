@@ -215,3 +215,42 @@ deviceTest(
     assert.throws(() => getAddrInfo(null, null), InvalidArgumentError);
   },
 );
+
+deviceTest(
+  "cm: closing a cmListen listener leaves its accepted connection open; their channel closes with the last id",
+  async (env) => {
+    const l = cmListen({ address: env.address, port: 0 });
+    const channel = l.id.channel;
+    let server: Endpoint | undefined;
+    let client: Endpoint | undefined;
+    const accepted = l.accept({ timeout: 20_000 }).then(async (req) => {
+      server = new Endpoint(req);
+      await req.accept({}, { timeout: 20_000 });
+      return req;
+    });
+    try {
+      const conn = await cmConnect({
+        address: env.address,
+        port: l.port,
+        timeout: 20_000,
+        beforeConnect: (id) => void (client = new Endpoint(id)),
+      });
+      const sid = await accepted;
+      assert.equal(sid.channel, channel, "accepted ids share the listener's channel");
+      l.close();
+      assert.ok(l.id.closed);
+      assert.equal(sid.closed, false, "the accepted id stays open");
+      assert.equal(channel.closed, false, "the channel stays open while an id uses it");
+      // and it still carries traffic
+      await client!.send(enc("after the listener closed"));
+      assert.equal(text((await server!.recv()).bytes), "after the listener closed");
+      sid.close();
+      assert.ok(channel.closed, "the channel closed with its last id");
+      await conn.id.disconnect({ timeout: 20_000 });
+    } finally {
+      l.close();
+      client?.close();
+      server?.close();
+    }
+  },
+);
