@@ -138,36 +138,23 @@ export function postSendMsg(
 ): void {
   const op = `rdma_post_${kind === "udSend" ? "ud_send" : kind}`;
   const qp = qpOf(id, op);
-  const b = base(options);
-  let wr: SendWr;
-  if (kind === "read") {
-    if (message instanceof Uint8Array) {
-      throw new InvalidArgumentError(`${op}: the destination of a read must be registered memory`);
-    }
-    wr = {
-      ...b,
-      opcode: WrOpcode.RDMA_READ,
-      remote: checkObject<Remote>(`${op}: remote`, to),
-      sg: sgList(message, `${op}: buffer`),
-    };
-  } else if (kind === "write") {
-    wr = {
-      ...b,
-      opcode: WrOpcode.RDMA_WRITE,
-      remote: checkObject<Remote>(`${op}: remote`, to),
-      ...payload(message, `${op}: message`),
-    };
-  } else if (kind === "udSend") {
-    wr = {
-      ...b,
-      opcode: WrOpcode.SEND,
-      ud: checkObject<UdDestination>(`${op}: destination`, to),
-      ...payload(message, `${op}: message`),
-    };
-  } else {
-    wr = { ...b, opcode: WrOpcode.SEND, ...payload(message, `${op}: message`) };
+  const opcode = kind === "read"
+    ? WrOpcode.RDMA_READ
+    : kind === "write"
+    ? WrOpcode.RDMA_WRITE
+    : WrOpcode.SEND;
+  if (kind === "read" && message instanceof Uint8Array) {
+    throw new InvalidArgumentError(`${op}: the destination of a read must be registered memory`);
   }
-  qp.postSend(wr);
+  const where = kind === "send"
+    ? {}
+    : kind === "udSend"
+    ? { ud: checkObject<UdDestination>(`${op}: destination`, to) }
+    : { remote: checkObject<Remote>(`${op}: remote`, to) };
+  // the shapes match the opcode by construction; the QP checks every field before posting
+  qp.postSend(
+    { ...base(options), opcode, ...where, ...payload(message, `${op}: buffer`) } as SendWr,
+  );
 }
 
 /**

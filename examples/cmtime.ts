@@ -26,7 +26,14 @@ import {
   QpType,
 } from "../mod.ts";
 import { intOption, out, runTool, stringOption, type ToolSpec } from "./_common/cli.ts";
-import { GAI_FAILURE, getRdmaAddr, perror, type RdmaAddr } from "./_common/cm.ts";
+import {
+  bindAndListen,
+  cmOptions,
+  GAI_FAILURE,
+  getRdmaAddr,
+  perror,
+  type RdmaAddr,
+} from "./_common/cm.ts";
 
 const SPEC: ToolSpec = {
   name: "cmtime",
@@ -35,8 +42,7 @@ const SPEC: ToolSpec = {
     "-s server_address [-b bind_address] [-c connections] [-p port_number] [-r retries] [-t timeout_ms]",
   ],
   options: {
-    server: { short: "s", type: "string", arg: "server_address", help: "connect to this server" },
-    bind: { short: "b", type: "string", arg: "bind_address", help: "local address to bind to" },
+    ...cmOptions("server", "bind"),
     connections: { short: "c", type: "string", arg: "connections", help: "default 100" },
     port: { short: "p", type: "string", arg: "port_number", help: "default 7471" },
     retries: { short: "r", type: "string", arg: "retries", help: "default 2" },
@@ -252,25 +258,7 @@ async function runServer(s: Settings, channel: CmEventChannel): Promise<number> 
   const listener = channel.createId("TCP");
   const verbs = new Verbs();
   try {
-    let addr: RdmaAddr;
-    try {
-      addr = getRdmaAddr(s.src, undefined, s.port, { passive: true, portSpace: PortSpace.TCP });
-    } catch {
-      out(`getrdmaaddr error: ${GAI_FAILURE}`);
-      return -1;
-    }
-    try {
-      listener.bind(addr.source ?? { address: "0.0.0.0", port: s.port });
-    } catch (e) {
-      perror("bind address failed", e);
-      return -1;
-    }
-    try {
-      listener.listen();
-    } catch (e) {
-      perror("failure trying to listen", e);
-      return -1;
-    }
+    if (!bindAndListen("", listener, s.src, s.port, { portSpace: PortSpace.TCP })) return -1;
     for await (const req of listener) {
       try {
         verbs.createQp(req);

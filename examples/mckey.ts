@@ -22,7 +22,6 @@ import {
   AccessFlags,
   type AddressHandle,
   type AddressInput,
-  awaitCompletions,
   CmEventChannel,
   type CmId,
   type CompletionQueue,
@@ -31,19 +30,26 @@ import {
   type MemoryRegion,
   NativeError,
   parseGid,
-  PortSpace,
   type ProtectionDomain,
   QpCreateFlags,
   QpState,
   QpType,
   type QueuePair,
   SendFlags,
-  WcStatus,
   WrOpcode,
 } from "../mod.ts";
 import { gidToInet6 } from "./_common/gid.ts";
-import { intOption, out, runTool, stringOption, type ToolSpec, UsageError } from "./_common/cli.ts";
-import { eventStatus, perror, Status } from "./_common/cm.ts";
+import { out, runTool, stringOption, type ToolSpec, UsageError } from "./_common/cli.ts";
+import {
+  cmCounts,
+  cmOptions,
+  cmTest,
+  eventStatus,
+  perror,
+  pollOk,
+  Status,
+  udPortSpace,
+} from "./_common/cm.ts";
 
 /** Bytes of a UD receive that hold the global route header. */
 const GRH = 40;
@@ -66,16 +72,7 @@ const SPEC: ToolSpec = {
       help: "an AF_IB group (a GID); replaces -m and requires -b",
     },
     sender: { short: "s", type: "boolean", help: "send to the group (default: receive)" },
-    bind: { short: "b", type: "string", arg: "bind_address", help: "local address to bind to" },
-    connections: { short: "c", type: "string", arg: "connections", help: "default 1" },
-    count: { short: "C", type: "string", arg: "message_count", help: "default 10" },
-    size: { short: "S", type: "string", arg: "message_size", help: "default 100" },
-    "port-space": {
-      short: "p",
-      type: "string",
-      arg: "port_space",
-      help: "0x111 for UDP (default), 0x2 for IPOIB",
-    },
+    ...cmOptions("bind", "connections", "count", "size", "ud-port-space"),
     "send-only": { short: "o", type: "boolean", help: "join as a send-only full-member" },
     "no-loopback": { short: "l", type: "boolean", help: "join without multicast loopback" },
   },
@@ -179,18 +176,8 @@ class Node {
   }
 
   /** Waits for `count` successful completions. */
-  async poll(count: number): Promise<void> {
-    const cq = this.cq!;
-    for (let done = 0; done < count;) {
-      const n = await awaitCompletions(cq, { max: 8 });
-      for (let i = 0; i < n; i++) {
-        const wc = cq.completion(i);
-        if (wc.status !== WcStatus.SUCCESS) {
-          throw new Error(`completion with status ${wc.statusName} (${wc.status})`);
-        }
-      }
-      done += n;
-    }
+  poll(count: number): Promise<void> {
+    return pollOk(this.cq!, count);
   }
 
   close(): void {
@@ -327,14 +314,6 @@ async function run(s: Settings, nodes: Node[]): Promise<number> {
   return leaveAll(nodes, s);
 }
 
-function portSpaceOf(values: Record<string, unknown>): "UDP" | "IPOIB" {
-  if (values["port-space"] === undefined) return "UDP";
-  const v = intOption(values as never, "port-space", PortSpace.UDP);
-  if (v === PortSpace.UDP) return "UDP";
-  if (v === PortSpace.IPOIB) return "IPOIB";
-  throw new UsageError(`-p: unknown port space ${String(values["port-space"])} (0x111, 0x2)`);
-}
-
 if (import.meta.main) {
   await runTool(SPEC, async ({ values }) => {
     const unmapped = stringOption(values, "unmapped");
@@ -354,26 +333,17 @@ if (import.meta.main) {
       sender: Boolean(values.sender),
       sendOnly: values["send-only"] === true,
       loopback: values["no-loopback"] !== true,
-      portSpace: portSpaceOf(values),
-      connections: intOption(values, "connections", 1, 1, 1024),
-      count: intOption(values, "count", 10, 0, 1 << 16),
-      size: intOption(values, "size", 100, 0, 1 << 16),
+      portSpace: udPortSpace(values),
+      ...cmCounts(values),
     };
-    if (!s.size) s.count = 0;
     const channel = new CmEventChannel();
     const nodes = Array.from(
       { length: s.connections },
       () => new Node(channel.createId(s.portSpace)),
     );
-    let ret: number;
-    try {
-      ret = await run(s, nodes);
-    } finally {
-      out("test complete");
+    return await cmTest(() => run(s, nodes), () => {
       for (const n of nodes) n.close();
       channel.close();
-    }
-    out(`return status ${ret}`);
-    return ret;
+    });
   });
 }

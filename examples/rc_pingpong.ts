@@ -14,29 +14,6 @@
  */
 
 import { QpType } from "../mod.ts";
-import { runTool, type ToolSpec } from "./_common/cli.ts";
-import { RC_FEATURE_OPTIONS, runConnected } from "./_common/connected.ts";
-import {
-  PINGPONG_PERMISSIONS,
-  PINGPONG_SYNOPSIS,
-  pingpongOptions,
-  pingpongSettings,
-} from "./_common/pingpong.ts";
+import { connectedTool, RC_FEATURE_OPTIONS } from "./_common/connected.ts";
 
-const SIZE = 4096;
-
-const SPEC: ToolSpec = {
-  name: "rc_pingpong",
-  synopsis: PINGPONG_SYNOPSIS,
-  options: { ...pingpongOptions(SIZE), ...RC_FEATURE_OPTIONS },
-  maxPositionals: 1,
-  permissions: PINGPONG_PERMISSIONS,
-};
-
-if (import.meta.main) {
-  await runTool(
-    SPEC,
-    ({ values, positionals }) =>
-      runConnected(QpType.RC, pingpongSettings(values, positionals, SIZE), values),
-  );
-}
+if (import.meta.main) await connectedTool("rc_pingpong", QpType.RC, RC_FEATURE_OPTIONS);

@@ -12,20 +12,8 @@
  */
 
 import { type CmId, createEndpoint } from "../mod.ts";
-import { intOption, out, runTool, stringOption, type ToolSpec } from "./_common/cli.ts";
 import { perror } from "./_common/cm.ts";
-import { awaitStep, Messages, MSG_EP, step } from "./_common/msg.ts";
-
-const SPEC: ToolSpec = {
-  name: "rdma_server",
-  synopsis: ["[-s server_address] [-p port_number]"],
-  options: {
-    server: { short: "s", type: "string", arg: "server_address", help: "default 0.0.0.0" },
-    port: { short: "p", type: "string", arg: "port_number", help: "default 7471" },
-  },
-  maxPositionals: 0,
-  permissions: "--allow-ffi (libibverbs, librdmacm)",
-};
+import { awaitStep, Messages, MSG_EP, msgTool, step } from "./_common/msg.ts";
 
 /** One connection: receive, answer, disconnect. */
 async function serve(id: CmId): Promise<number> {
@@ -62,14 +50,4 @@ async function run(hostname: string, port: number): Promise<number> {
   }
 }
 
-if (import.meta.main) {
-  await runTool(SPEC, async ({ values }) => {
-    out("rdma_server: start");
-    const ret = await run(
-      stringOption(values, "server", "0.0.0.0"),
-      intOption(values, "port", 7471, 0, 65535),
-    );
-    out(`rdma_server: end ${ret}`);
-    return ret;
-  });
-}
+if (import.meta.main) await msgTool("rdma_server", "0.0.0.0", run);

@@ -11,26 +11,12 @@
  * @module
  */
 
-import {
-  AccessFlags,
-  bytesToMtu,
-  LinkLayer,
-  openDevice,
-  QpType,
-  type QueuePair,
-  SendFlags,
-} from "../mod.ts";
+import { AccessFlags, openDevice, QpType, type QueuePair, SendFlags } from "../mod.ts";
 import { err, intOption, out, runTool, type ToolSpec } from "./_common/cli.ts";
-import {
-  clientExchange,
-  type Dest,
-  destLine,
-  randomPsn,
-  serverExchange,
-} from "./_common/exchange.ts";
-import { gidFromText, hasInterfaceId, zeroGid } from "./_common/gid.ts";
+import { clientExchange, type Dest, destLine, serverExchange } from "./_common/exchange.ts";
 import {
   completionWaiter,
+  connectQp,
   PINGPONG_PERMISSIONS,
   PINGPONG_SYNOPSIS,
   pingpongOptions,
@@ -39,6 +25,7 @@ import {
   RECV_WRID,
   resultLines,
   SEND_WRID,
+  startSide,
 } from "./_common/pingpong.ts";
 
 const SIZE = 4096;
@@ -93,40 +80,13 @@ if (import.meta.main) {
     const index = new Map(qps.map((qp, i) => [qp.qpNum, i]));
 
     const recv = srq.prepareRecv({ wrId: RECV_WRID, sg: [{ mr, length: s.size }] });
-    let routs = postRecvs(recv, s.rxDepth);
-    if (routs < s.rxDepth) {
-      err(`Couldn't post receive (${routs})`);
-      return 1;
-    }
+    const started = startSide(ctx, recv, s, qps.map((qp) => qp.qpNum));
+    if (!started) return 1;
+    let routs = started.routs;
+    const mine = started.mine;
 
-    const port = ctx.queryPort(s.ibPort);
-    if (port.linkLayer !== LinkLayer.ETHERNET && !port.lid) {
-      err("Couldn't get local LID");
-      return 1;
-    }
-    const gid = s.gidIndex >= 0 ? gidFromText(ctx.queryGid(s.ibPort, s.gidIndex)) : zeroGid();
-    const mine: Dest[] = qps.map((qp) => ({ lid: port.lid, qpn: qp.qpNum, psn: randomPsn(), gid }));
-    for (const d of mine) out(destLine("local", d));
-
-    const connect = (rem: Dest[]) => {
-      qps.forEach((qp, i) => {
-        qp.toRtr(
-          {
-            qpNum: rem[i].qpn,
-            psn: rem[i].psn,
-            lid: rem[i].lid,
-            gid: hasInterfaceId(rem[0].gid) ? rem[0].gid : undefined,
-          },
-          {
-            port: s.ibPort,
-            pathMtu: bytesToMtu(s.mtu),
-            sl: s.sl,
-            sgidIndex: Math.max(0, s.gidIndex),
-          },
-        );
-        qp.toRts({ psn: mine[i].psn });
-      });
-    };
+    const connect = (rem: Dest[]) =>
+      qps.forEach((qp, i) => connectQp(qp, rem[i], rem[0].gid, s, mine[i].psn));
     const rem = s.server
       ? await clientExchange(s.server, s.tcpPort, mine, MAX_QP)
       : await serverExchange(s.tcpPort, mine, connect, MAX_QP);

@@ -12,29 +12,6 @@
  */
 
 import { QpType } from "../mod.ts";
-import { runTool, type ToolSpec } from "./_common/cli.ts";
-import { CHK_OPTION, runConnected } from "./_common/connected.ts";
-import {
-  PINGPONG_PERMISSIONS,
-  PINGPONG_SYNOPSIS,
-  pingpongOptions,
-  pingpongSettings,
-} from "./_common/pingpong.ts";
+import { CHK_OPTION, connectedTool } from "./_common/connected.ts";
 
-const SIZE = 4096;
-
-const SPEC: ToolSpec = {
-  name: "uc_pingpong",
-  synopsis: PINGPONG_SYNOPSIS,
-  options: { ...pingpongOptions(SIZE), ...CHK_OPTION },
-  maxPositionals: 1,
-  permissions: PINGPONG_PERMISSIONS,
-};
-
-if (import.meta.main) {
-  await runTool(
-    SPEC,
-    ({ values, positionals }) =>
-      runConnected(QpType.UC, pingpongSettings(values, positionals, SIZE), values),
-  );
-}
+if (import.meta.main) await connectedTool("uc_pingpong", QpType.UC, CHK_OPTION);

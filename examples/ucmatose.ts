@@ -16,15 +16,7 @@
 
 import { type AddrInfoHints, CmEventChannel, CmEventError, type CmId, PortSpace } from "../mod.ts";
 import { intOption, out, runTool, stringOption, type ToolSpec } from "./_common/cli.ts";
-import {
-  CmNode,
-  eventStatus,
-  formatHints,
-  GAI_FAILURE,
-  getRdmaAddr,
-  perror,
-  type RdmaAddr,
-} from "./_common/cm.ts";
+import * as cm from "./_common/cm.ts";
 
 const SPEC: ToolSpec = {
   name: "ucmatose",
@@ -33,19 +25,9 @@ const SPEC: ToolSpec = {
     "-s server_address [-b bind_address] [-f address_format] [-P port_space] [-c connections] [-C message_count] [-S message_size] [-t tos] [-p port_number] [-m] [-a ack_timeout]",
   ],
   options: {
-    server: { short: "s", type: "string", arg: "server_address", help: "connect to this server" },
-    bind: { short: "b", type: "string", arg: "bind_address", help: "local address to bind to" },
-    format: {
-      short: "f",
-      type: "string",
-      arg: "address_format",
-      help: "name, ip, ipv6, or gid",
-    },
+    ...cm.cmOptions("server", "bind", "format"),
     "port-space": { short: "P", type: "string", arg: "port_space", help: "tcp or ib" },
-    connections: { short: "c", type: "string", arg: "connections", help: "default 1" },
-    count: { short: "C", type: "string", arg: "message_count", help: "default 10" },
-    size: { short: "S", type: "string", arg: "message_size", help: "default 100" },
-    tos: { short: "t", type: "string", arg: "type_of_service", help: "IP type of service" },
+    ...cm.cmOptions("connections", "count", "size", "tos"),
     port: { short: "p", type: "string", arg: "port_number", help: "default 7471" },
     migrate: { short: "m", type: "boolean", help: "migrate the ids to a new event channel" },
     "ack-timeout": { short: "a", type: "string", arg: "ack_timeout", help: "QP ACK timeout" },
@@ -69,7 +51,7 @@ interface Settings {
 }
 
 /** One connection of the test. */
-class Node extends CmNode {
+class Node extends cm.CmNode {
   connected = false;
 
   constructor(id: CmId, s: Settings) {
@@ -97,14 +79,14 @@ function setOptions(id: CmId, s: Settings, tos: boolean): void {
     try {
       id.setTos(s.tos);
     } catch (e) {
-      perror("cmatose: set TOS option failed", e);
+      cm.perror("cmatose: set TOS option failed", e);
     }
   }
   if (s.ackTimeout !== undefined) {
     try {
       id.setAckTimeout(s.ackTimeout);
     } catch (e) {
-      perror("cmatose: set ack timeout option failed", e);
+      cm.perror("cmatose: set ack timeout option failed", e);
     }
   }
 }
@@ -146,32 +128,14 @@ async function runServer(
   out("cmatose: starting server");
   let listener = ch.channel.createId(s.portSpace);
   try {
-    let addr: RdmaAddr;
-    try {
-      addr = getRdmaAddr(s.src, undefined, s.port, { ...s.hints, passive: true });
-    } catch {
-      out(`cmatose: getrdmaaddr error: ${GAI_FAILURE}`);
-      return -1;
-    }
-    try {
-      listener.bind(addr.source ?? { address: "0.0.0.0", port: s.port });
-    } catch (e) {
-      perror("cmatose: bind address failed", e);
-      return -1;
-    }
-    try {
-      listener.listen();
-    } catch (e) {
-      perror("cmatose: failure trying to listen", e);
-      return -1;
-    }
+    if (!cm.bindAndListen("cmatose: ", listener, s.src, s.port, s.hints)) return -1;
     let ret = 0;
     for (let left = s.connections; left > 0 && !ret; left--) {
       let req: CmId;
       try {
         req = await listener.getRequest();
       } catch (e) {
-        ret = eventStatus("cmatose", e);
+        ret = cm.eventStatus("cmatose", e);
         break;
       }
       let node: Node;
@@ -190,9 +154,9 @@ async function runServer(
         await req.accept();
         node.connected = true;
       } catch (e) {
-        if (e instanceof CmEventError) ret = eventStatus("cmatose", e);
+        if (e instanceof CmEventError) ret = cm.eventStatus("cmatose", e);
         else {
-          perror("cmatose: failure accepting", e);
+          cm.perror("cmatose: failure accepting", e);
           out("cmatose: failing connection request");
           if (!req.closed) req.reject();
         }
@@ -223,7 +187,7 @@ async function runServer(
 }
 
 /** Resolves, creates the node, posts receives and connects one id. */
-async function connectOne(id: CmId, s: Settings, addr: RdmaAddr, nodes: Node[]): Promise<void> {
+async function connectOne(id: CmId, s: Settings, addr: cm.RdmaAddr, nodes: Node[]): Promise<void> {
   await id.resolveAddress(addr.destination!, {
     source: addr.source ?? undefined,
     timeoutMs: 2000,
@@ -248,19 +212,19 @@ async function runClient(
   nodes: Node[],
 ): Promise<number> {
   out("cmatose: starting client");
-  let addr: RdmaAddr;
+  let addr: cm.RdmaAddr;
   try {
-    addr = getRdmaAddr(s.src, s.dst, s.port, s.hints);
+    addr = cm.getRdmaAddr(s.src, s.dst, s.port, s.hints);
     if (!addr.destination) throw new Error("no destination");
   } catch {
-    out(`cmatose: getaddrinfo error: ${GAI_FAILURE}`);
+    out(`cmatose: getaddrinfo error: ${cm.GAI_FAILURE}`);
     return -1;
   }
   out("cmatose: connecting");
   const ids = Array.from({ length: s.connections }, () => ch.channel.createId(s.portSpace));
   let ret = 0;
   const results = await Promise.allSettled(ids.map((id) => connectOne(id, s, addr, nodes)));
-  for (const r of results) if (r.status === "rejected") ret = eventStatus("cmatose", r.reason);
+  for (const r of results) if (r.status === "rejected") ret = cm.eventStatus("cmatose", r.reason);
   for (const id of ids) if (!nodes.some((n) => n.id === id)) id.close();
   if (!ret) {
     if (s.count) {
@@ -289,30 +253,23 @@ if (import.meta.main) {
     const s: Settings = {
       dst: stringOption(values, "server"),
       src: stringOption(values, "bind"),
-      hints: { ...formatHints(stringOption(values, "format")), portSpace: PortSpace[portSpace] },
+      hints: { ...cm.formatHints(stringOption(values, "format")), portSpace: PortSpace[portSpace] },
       portSpace,
       port: intOption(values, "port", 7471, 0, 65535),
-      connections: intOption(values, "connections", 1, 1, 1024),
-      count: intOption(values, "count", 10, 0, 1 << 16),
-      size: intOption(values, "size", 100, 0, 1 << 24),
-      tos: values.tos === undefined ? undefined : intOption(values, "tos", 0, 0, 255),
+      ...cm.cmCounts(values),
       ackTimeout: values["ack-timeout"] === undefined
         ? undefined
         : intOption(values, "ack-timeout", 0, 0, 31),
       migrate: values.migrate === true,
     };
-    if (!s.size) s.count = 0;
     const ch = { channel: new CmEventChannel() };
     const nodes: Node[] = [];
-    let ret: number;
-    try {
-      ret = s.dst ? await runClient(s, ch, nodes) : await runServer(s, ch, nodes);
-    } finally {
-      out("test complete");
-      for (const n of nodes) n.close();
-      ch.channel.close();
-    }
-    out(`return status ${ret}`);
-    return ret;
+    return await cm.cmTest(
+      () => s.dst ? runClient(s, ch, nodes) : runServer(s, ch, nodes),
+      () => {
+        for (const n of nodes) n.close();
+        ch.channel.close();
+      },
+    );
   });
 }

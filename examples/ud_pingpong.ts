@@ -102,16 +102,6 @@ if (import.meta.main) {
       flags: SendFlags.SIGNALED | inline,
       ud: { ah: ah!, remoteQpn: rem.qpn, remoteQkey: QKEY },
     });
-    return await pingpongLoop({
-      cq,
-      send,
-      recv,
-      routs,
-      rxDepth: s.rxDepth,
-      iters: s.iters,
-      size: s.size,
-      sendsFirst: Boolean(s.server),
-      events: s.events,
-    });
+    return await pingpongLoop({ cq, send, recv, routs }, s);
   });
 }

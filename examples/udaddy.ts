@@ -28,7 +28,6 @@ import {
   type CompletionQueue,
   Errno,
   type MemoryRegion,
-  PortSpace,
   type ProtectionDomain,
   QpType,
   type QueuePair,
@@ -36,8 +35,12 @@ import {
   WcStatus,
   WrOpcode,
 } from "../mod.ts";
-import { intOption, out, runTool, stringOption, type ToolSpec, UsageError } from "./_common/cli.ts";
+import { out, runTool, stringOption, type ToolSpec, type Values } from "./_common/cli.ts";
 import {
+  bindAndListen,
+  cmCounts,
+  cmOptions,
+  cmTest,
   eventStatus,
   formatHints,
   GAI_FAILURE,
@@ -45,6 +48,7 @@ import {
   perror,
   type RdmaAddr,
   Status,
+  udPortSpace,
 } from "./_common/cm.ts";
 
 /** Bytes of a UD receive that hold the global route header. */
@@ -58,25 +62,9 @@ const SPEC: ToolSpec = {
     "-s server_address [-b bind_address] [-c connections] [-C message_count] [-S message_size] [-t tos]",
   ],
   options: {
-    server: { short: "s", type: "string", arg: "server_address", help: "connect to this server" },
-    bind: { short: "b", type: "string", arg: "bind_address", help: "local address to bind to" },
-    format: {
-      short: "f",
-      type: "string",
-      arg: "address_format",
-      help: "name, ip, ipv6, or gid",
-    },
+    ...cmOptions("server", "bind", "format"),
     "port-space-name": { short: "P", type: "string", arg: "port_space", help: "udp or ipoib" },
-    connections: { short: "c", type: "string", arg: "connections", help: "default 1" },
-    count: { short: "C", type: "string", arg: "message_count", help: "default 10" },
-    size: { short: "S", type: "string", arg: "message_size", help: "default 100" },
-    tos: { short: "t", type: "string", arg: "type_of_service", help: "IP type of service" },
-    "port-space": {
-      short: "p",
-      type: "string",
-      arg: "port_space",
-      help: "0x111 for UDP (default), 0x2 for IPOIB",
-    },
+    ...cmOptions("connections", "count", "size", "tos", "ud-port-space"),
   },
   maxPositionals: 0,
   permissions: "--allow-ffi (libibverbs, librdmacm)",
@@ -190,25 +178,7 @@ async function runServer(s: Settings, channel: CmEventChannel, nodes: Node[]): P
   out("udaddy: starting server");
   const listener = channel.createId(s.portSpace);
   try {
-    let addr: RdmaAddr;
-    try {
-      addr = getRdmaAddr(s.src, undefined, PORT, { ...s.hints, passive: true });
-    } catch {
-      out(`udaddy: getrdmaaddr error: ${GAI_FAILURE}`);
-      return -1;
-    }
-    try {
-      listener.bind(addr.source ?? { address: "0.0.0.0", port: PORT });
-    } catch (e) {
-      perror("udaddy: bind address failed", e);
-      return -1;
-    }
-    try {
-      listener.listen();
-    } catch (e) {
-      perror("udaddy: failure trying to listen", e);
-      return -1;
-    }
+    if (!bindAndListen("udaddy: ", listener, s.src, PORT, s.hints)) return -1;
     let ret = 0;
     for (let left = s.connections; left > 0; left--) {
       let id: CmId;
@@ -310,15 +280,9 @@ async function runClient(s: Settings, channel: CmEventChannel, nodes: Node[]): P
   return ret;
 }
 
-function portSpaceOf(values: Record<string, unknown>): "UDP" | "IPOIB" {
-  let ps: "UDP" | "IPOIB" = "UDP";
-  const numeric = values["port-space"];
-  if (numeric !== undefined) {
-    const v = intOption(values as never, "port-space", PortSpace.UDP);
-    if (v === PortSpace.UDP) ps = "UDP";
-    else if (v === PortSpace.IPOIB) ps = "IPOIB";
-    else throw new UsageError(`-p: unknown port space ${String(numeric)} (0x111 UDP, 0x2 IPOIB)`);
-  }
+/** `-p` (numeric), then `-P udp|ipoib`. */
+function portSpaceOf(values: Values): "UDP" | "IPOIB" {
+  let ps = udPortSpace(values);
   const name = values["port-space-name"];
   if (name !== undefined) {
     const t = String(name).toLowerCase();
@@ -331,29 +295,21 @@ function portSpaceOf(values: Record<string, unknown>): "UDP" | "IPOIB" {
 
 if (import.meta.main) {
   await runTool(SPEC, async ({ values }) => {
-    const tos = values.tos === undefined ? undefined : intOption(values, "tos", 0, 0, 255);
     const s: Settings = {
       dst: stringOption(values, "server"),
       src: stringOption(values, "bind"),
       portSpace: portSpaceOf(values),
       hints: formatHints(stringOption(values, "format")),
-      connections: intOption(values, "connections", 1, 1, 1024),
-      count: intOption(values, "count", 10, 0, 1 << 16),
-      size: intOption(values, "size", 100, 0, 1 << 16),
-      tos,
+      ...cmCounts(values),
     };
-    if (!s.size) s.count = 0;
     const channel = new CmEventChannel();
     const nodes: Node[] = [];
-    let ret: number;
-    try {
-      ret = s.dst ? await runClient(s, channel, nodes) : await runServer(s, channel, nodes);
-    } finally {
-      out("test complete");
-      for (const n of nodes) n.close();
-      channel.close();
-    }
-    out(`return status ${ret}`);
-    return ret;
+    return await cmTest(
+      () => s.dst ? runClient(s, channel, nodes) : runServer(s, channel, nodes),
+      () => {
+        for (const n of nodes) n.close();
+        channel.close();
+      },
+    );
   });
 }

@@ -18,6 +18,7 @@ import {
   getAddrInfo,
   type MemoryRegion,
   NativeError,
+  PortSpace,
   type ProtectionDomain,
   QpType,
   type QueuePair,
@@ -25,7 +26,7 @@ import {
   type SocketAddress,
   WcStatus,
 } from "../../mod.ts";
-import { out } from "./cli.ts";
+import { intOption, type OptionSpec, out, UsageError, type Values } from "./cli.ts";
 
 /** A failure the C tool reports as a return status (after printing its own line). */
 export class Status extends Error {
@@ -104,6 +105,20 @@ export function eventStatus(tool: string, e: unknown): number {
   return e.status;
 }
 
+/** Waits for `count` completions on `cq`; an error status fails with the completion's status. */
+export async function pollOk(cq: CompletionQueue, count: number): Promise<void> {
+  for (let done = 0; done < count;) {
+    const n = await awaitCompletions(cq, { max: 8 });
+    for (let i = 0; i < n; i++) {
+      const wc = cq.completion(i);
+      if (wc.status !== WcStatus.SUCCESS) {
+        throw new Error(`completion with status ${wc.statusName} (${wc.status})`);
+      }
+    }
+    done += n;
+  }
+}
+
 /** The verbs objects of one connection of the cmatose family of tools. */
 export class CmNode {
   /** The connection's id (replaced when it migrates to another channel). */
@@ -152,18 +167,9 @@ export class CmNode {
       : null;
   }
 
-  /** Waits for `count` successful completions on `cq` (an error status is a Status -1 failure). */
-  async poll(cq: CompletionQueue, count: number): Promise<void> {
-    for (let done = 0; done < count;) {
-      const n = await awaitCompletions(cq, { max: 8 });
-      for (let i = 0; i < n; i++) {
-        const wc = cq.completion(i);
-        if (wc.status !== WcStatus.SUCCESS) {
-          throw new Error(`completion with status ${wc.statusName} (${wc.status})`);
-        }
-      }
-      done += n;
-    }
+  /** Waits for `count` successful completions on `cq`. */
+  poll(cq: CompletionQueue, count: number): Promise<void> {
+    return pollOk(cq, count);
   }
 
   /** Destroys the QP and id, then the CQs (and their channels), the buffer and the PD. */
@@ -229,3 +235,98 @@ export function getRdmaAddr(
 
 /** `gai_strerror` of what `rdma_getaddrinfo` returns on failure (-1: EAI_BADFLAGS's text). */
 export const GAI_FAILURE = "Bad value for ai_flags";
+
+/** The options of the cmatose family of tools, by the long names the tools use. */
+const CM_OPTIONS = {
+  server: { short: "s", type: "string", arg: "server_address", help: "connect to this server" },
+  bind: { short: "b", type: "string", arg: "bind_address", help: "local address to bind to" },
+  format: { short: "f", type: "string", arg: "address_format", help: "name, ip, ipv6, or gid" },
+  connections: { short: "c", type: "string", arg: "connections", help: "default 1" },
+  count: { short: "C", type: "string", arg: "message_count", help: "default 10" },
+  size: { short: "S", type: "string", arg: "message_size", help: "default 100" },
+  tos: { short: "t", type: "string", arg: "type_of_service", help: "IP type of service" },
+  "ud-port-space": {
+    short: "p",
+    type: "string",
+    arg: "port_space",
+    help: "0x111 for UDP (default), 0x2 for IPOIB",
+  },
+} as const satisfies Record<string, OptionSpec>;
+
+/** The named options of {@link CM_OPTIONS}, in the order given. */
+export function cmOptions(...names: (keyof typeof CM_OPTIONS)[]): Record<string, OptionSpec> {
+  return Object.fromEntries(names.map((n) => [n, CM_OPTIONS[n]]));
+}
+
+/** `-c`, `-C`, `-S` (a size of 0 sends no messages, as the C tools) and `-t`. */
+export function cmCounts(values: Values): {
+  connections: number;
+  count: number;
+  size: number;
+  tos?: number;
+} {
+  const size = intOption(values, "size", 100, 0, 1 << 24);
+  return {
+    connections: intOption(values, "connections", 1, 1, 1024),
+    count: size ? intOption(values, "count", 10, 0, 1 << 16) : 0,
+    size,
+    tos: values.tos === undefined ? undefined : intOption(values, "tos", 0, 0, 255),
+  };
+}
+
+/** `-p 0x111|0x2` of udaddy and mckey: the UD port space. */
+export function udPortSpace(values: Values): "UDP" | "IPOIB" {
+  const raw = values["ud-port-space"];
+  if (raw === undefined) return "UDP";
+  const v = intOption(values, "ud-port-space", PortSpace.UDP);
+  if (v === PortSpace.UDP) return "UDP";
+  if (v === PortSpace.IPOIB) return "IPOIB";
+  throw new UsageError(`-p: unknown port space ${String(raw)} (0x111 UDP, 0x2 IPOIB)`);
+}
+
+/**
+ * A server's start in the cmatose family: the bind address (resolved passively, `-b` or the
+ * wildcard), `rdma_bind_addr`, `rdma_listen`; on failure the C tool's line (after `prefix`) and
+ * false.
+ */
+export function bindAndListen(
+  prefix: string,
+  listener: CmId,
+  src: string | undefined,
+  port: number,
+  hints: AddrInfoHints,
+): boolean {
+  let addr: RdmaAddr;
+  try {
+    addr = getRdmaAddr(src, undefined, port, { ...hints, passive: true });
+  } catch {
+    out(`${prefix}getrdmaaddr error: ${GAI_FAILURE}`);
+    return false;
+  }
+  try {
+    listener.bind(addr.source ?? { address: "0.0.0.0", port });
+  } catch (e) {
+    perror(`${prefix}bind address failed`, e);
+    return false;
+  }
+  try {
+    listener.listen();
+  } catch (e) {
+    perror(`${prefix}failure trying to listen`, e);
+    return false;
+  }
+  return true;
+}
+
+/** The end of the cmatose family's main: `test complete`, the clean-up, `return status N`. */
+export async function cmTest(run: () => Promise<number>, cleanup: () => void): Promise<number> {
+  let ret: number;
+  try {
+    ret = await run();
+  } finally {
+    out("test complete");
+    cleanup();
+  }
+  out(`return status ${ret}`);
+  return ret;
+}

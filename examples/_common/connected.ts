@@ -14,11 +14,9 @@ import {
   AccessFlags,
   AdviseMrAdvice,
   AdviseMrFlags,
-  bytesToMtu,
   type CompletionQueue,
   type CompletionQueueEx,
   CreateCqWcFlags,
-  LinkLayer,
   type MemoryRegion,
   NativeError,
   OdpGeneralCaps,
@@ -31,11 +29,20 @@ import {
   SendFlags,
   WrOpcode,
 } from "../../mod.ts";
-import { err, type OptionSpec, out, type Values } from "./cli.ts";
-import { clientExchange, type Dest, destLine, randomPsn, serverExchange } from "./exchange.ts";
-import { gidFromText, hasInterfaceId, zeroGid } from "./gid.ts";
+import { err, type OptionSpec, out, runTool, type ToolSpec, type Values } from "./cli.ts";
+import { clientExchange, type Dest, destLine, serverExchange } from "./exchange.ts";
 import { pingpongLoop } from "./loop.ts";
-import { type PingpongSettings, postRecvs, RECV_WRID, SEND_WRID } from "./pingpong.ts";
+import {
+  connectQp,
+  PINGPONG_PERMISSIONS,
+  PINGPONG_SYNOPSIS,
+  pingpongOptions,
+  type PingpongSettings,
+  pingpongSettings,
+  RECV_WRID,
+  SEND_WRID,
+  startSide,
+} from "./pingpong.ts";
 
 /** `-c`: both connected tools have it. */
 export const CHK_OPTION: Record<string, OptionSpec> = {
@@ -278,38 +285,11 @@ export async function runConnected(
     flags: SendFlags.SIGNALED | inline,
   };
   const send = qpx ? qpx.prepareSendEx(sendWr) : qp.prepareSend(sendWr);
-  const routs = postRecvs(recv, s.rxDepth);
-  if (routs < s.rxDepth) {
-    err(`Couldn't post receive (${routs})`);
-    return 1;
-  }
+  const started = startSide(ctx, recv, s, [qp.qpNum]);
+  if (!started) return 1;
+  const { routs, mine: [me] } = started;
 
-  const port = ctx.queryPort(s.ibPort);
-  if (port.linkLayer !== LinkLayer.ETHERNET && !port.lid) {
-    err("Couldn't get local LID");
-    return 1;
-  }
-  const gid = s.gidIndex >= 0 ? gidFromText(ctx.queryGid(s.ibPort, s.gidIndex)) : zeroGid();
-  const me: Dest = { lid: port.lid, qpn: qp.qpNum, psn: randomPsn(), gid };
-  out(destLine("local", me));
-
-  const connect = (rem: Dest) => {
-    qp.toRtr(
-      {
-        qpNum: rem.qpn,
-        psn: rem.psn,
-        lid: rem.lid,
-        gid: hasInterfaceId(rem.gid) ? rem.gid : undefined,
-      },
-      {
-        port: s.ibPort,
-        pathMtu: bytesToMtu(s.mtu),
-        sl: s.sl,
-        sgidIndex: Math.max(0, s.gidIndex),
-      },
-    );
-    qp.toRts({ psn: me.psn });
-  };
+  const connect = (rem: Dest) => connectQp(qp, rem, rem.gid, s, me.psn);
   const [rem] = s.server
     ? await clientExchange(s.server, s.tcpPort, [me])
     : await serverExchange(s.tcpPort, [me], ([r]) => connect(r));
@@ -319,18 +299,8 @@ export async function runConnected(
     for (let i = 0; i < s.size; i += PAGE_SIZE) mr.buffer[i] = 0;
   }
 
-  const code = await pingpongLoop({
-    cq,
-    send,
-    recv,
-    routs,
-    rxDepth: s.rxDepth,
-    iters: s.iters,
-    size: s.size,
-    sendsFirst: Boolean(s.server),
-    events: s.events,
-    onRecv: ts ? (i) => ts.add((cq as CompletionQueueEx).timestamp(i)) : undefined,
-  });
+  const onRecv = ts ? (i: number) => ts.add((cq as CompletionQueueEx).timestamp(i)) : undefined;
+  const code = await pingpongLoop({ cq, send, recv, routs, onRecv }, s);
   if (code) return code;
   for (const line of ts?.lines() ?? []) out(line);
   if (!s.server && f.chk) {
@@ -339,4 +309,27 @@ export async function runConnected(
     }
   }
   return 0;
+}
+
+/** The message size the connected tools default to. */
+const SIZE = 4096;
+
+/** Runs a connected pingpong tool: its command line (the common options and `extra`), then one side. */
+export function connectedTool(
+  name: string,
+  type: typeof QpType.RC | typeof QpType.UC,
+  extra: Record<string, OptionSpec>,
+): Promise<never> {
+  const spec: ToolSpec = {
+    name,
+    synopsis: PINGPONG_SYNOPSIS,
+    options: { ...pingpongOptions(SIZE), ...extra },
+    maxPositionals: 1,
+    permissions: PINGPONG_PERMISSIONS,
+  };
+  return runTool(
+    spec,
+    ({ values, positionals }) =>
+      runConnected(type, pingpongSettings(values, positionals, SIZE), values),
+  );
 }

@@ -8,7 +8,14 @@
 
 import type { CompletionQueue, PreparedRecv } from "../../mod.ts";
 import { err, out } from "./cli.ts";
-import { completionWaiter, postRecvs, RECV_WRID, resultLines, SEND_WRID } from "./pingpong.ts";
+import {
+  completionWaiter,
+  type PingpongSettings,
+  postRecvs,
+  RECV_WRID,
+  resultLines,
+  SEND_WRID,
+} from "./pingpong.ts";
 
 /** What the loop needs from a tool that has connected its QP. */
 export interface LoopSetup {
@@ -18,27 +25,25 @@ export interface LoopSetup {
   recv: PreparedRecv;
   /** Receives posted so far. */
   routs: number;
-  rxDepth: number;
-  iters: number;
-  size: number;
-  /** True on the client (it was given the server's name), which sends first. */
-  sendsFirst: boolean;
-  /** `-e`: wait through the completion channel instead of busy polling. */
-  events: boolean;
   /** Called with the index of each successful receive completion of the last poll (`-t`). */
   onRecv?: (index: number) => void;
 }
 
-/** Runs the loop; returns the exit code (non-zero after printing what failed). */
-export async function pingpongLoop(o: LoopSetup): Promise<number> {
-  const { cq, send, recv, rxDepth, iters } = o;
+/**
+ * Runs the loop with the tool's settings (the client, given the server's name, sends first;
+ * `-e` waits through the completion channel); returns the exit code (non-zero after printing
+ * what failed).
+ */
+export async function pingpongLoop(o: LoopSetup, s: PingpongSettings): Promise<number> {
+  const { cq, send, recv } = o;
+  const { rxDepth, iters } = s;
   let routs = o.routs;
   let pending = RECV_WRID;
-  if (o.sendsFirst) {
+  if (s.server) {
     send.post();
     pending |= SEND_WRID;
   }
-  const wait = completionWaiter(cq, o.events, 2);
+  const wait = completionWaiter(cq, s.events, 2);
   const start = performance.now();
   let rcnt = 0, scnt = 0;
   while (rcnt < iters || scnt < iters) {
@@ -74,6 +79,6 @@ export async function pingpongLoop(o: LoopSetup): Promise<number> {
     }
   }
   const elapsed = performance.now() - start;
-  for (const line of resultLines(o.size, iters, elapsed)) out(line);
+  for (const line of resultLines(s.size, iters, elapsed)) out(line);
   return 0;
 }

@@ -7,7 +7,7 @@
  */
 
 import type { CmId, EndpointQpInit, MemoryRegion } from "../../mod.ts";
-import { out } from "./cli.ts";
+import { intOption, out, runTool, stringOption, type ToolSpec } from "./cli.ts";
 import { perror } from "./cm.ts";
 
 /** The size of the message each side sends and receives. */
@@ -73,4 +73,34 @@ export async function awaitStep(what: string, p: () => Promise<unknown>): Promis
     perror(what, e);
     return false;
   }
+}
+
+/**
+ * Runs `rdma_server` or `rdma_client`: `-s` (default `server`) and `-p` (default 7471), the
+ * `<tool>: start` and `<tool>: end N` lines around `run`, its status as the exit status.
+ */
+export function msgTool(
+  name: string,
+  server: string,
+  run: (host: string, port: number) => Promise<number>,
+): Promise<never> {
+  const spec: ToolSpec = {
+    name,
+    synopsis: ["[-s server_address] [-p port_number]"],
+    options: {
+      server: { short: "s", type: "string", arg: "server_address", help: `default ${server}` },
+      port: { short: "p", type: "string", arg: "port_number", help: "default 7471" },
+    },
+    maxPositionals: 0,
+    permissions: "--allow-ffi (libibverbs, librdmacm)",
+  };
+  return runTool(spec, async ({ values }) => {
+    out(`${name}: start`);
+    const ret = await run(
+      stringOption(values, "server", server),
+      intOption(values, "port", 7471, 0, 65535),
+    );
+    out(`${name}: end ${ret}`);
+    return ret;
+  });
 }

@@ -5,9 +5,26 @@
  * @module
  */
 
-import { awaitCompletions, type CompletionQueue, type PreparedRecv } from "../../mod.ts";
-import { intOption, type OptionSpec, stringOption, UsageError, type Values } from "./cli.ts";
-import { PINGPONG_TCP_PORT } from "./exchange.ts";
+import {
+  awaitCompletions,
+  bytesToMtu,
+  type CompletionQueue,
+  type Context,
+  LinkLayer,
+  type PreparedRecv,
+  type QueuePair,
+} from "../../mod.ts";
+import {
+  err,
+  intOption,
+  type OptionSpec,
+  out,
+  stringOption,
+  UsageError,
+  type Values,
+} from "./cli.ts";
+import { type Dest, destLine, PINGPONG_TCP_PORT, randomPsn } from "./exchange.ts";
+import { type GidBytes, gidFromText, hasInterfaceId, zeroGid } from "./gid.ts";
 
 /** wr_id of receives. */
 export const RECV_WRID = 1;
@@ -179,4 +196,54 @@ export function completionWaiter(
   if (!events) return () => busyPoll(cq, max);
   const options = { strategy: "event", max } as const;
   return () => awaitCompletions(cq, options);
+}
+
+/**
+ * pp_connect_ctx: brings an RC or UC QP from INIT to RTS toward `rem`, with a GRH when `gid` (the
+ * remote GID) has an interface id, and `psn` as our send PSN.
+ */
+export function connectQp(
+  qp: QueuePair,
+  rem: Dest,
+  gid: GidBytes,
+  s: PingpongSettings,
+  psn: number,
+): void {
+  qp.toRtr(
+    { qpNum: rem.qpn, psn: rem.psn, lid: rem.lid, gid: hasInterfaceId(gid) ? gid : undefined },
+    {
+      port: s.ibPort,
+      pathMtu: bytesToMtu(s.mtu),
+      sl: s.sl,
+      sgidIndex: Math.max(0, s.gidIndex),
+    },
+  );
+  qp.toRts({ psn });
+}
+
+/**
+ * The start of a connected pingpong side: posts `rxDepth` receives, then makes and prints the
+ * address records of `qpNums` (LID, QP number, a random PSN, the GID of `-g`). Prints the C
+ * tools' failure line and returns null when the receives or the LID are missing.
+ */
+export function startSide(
+  ctx: Context,
+  recv: PreparedRecv,
+  s: PingpongSettings,
+  qpNums: readonly number[],
+): { routs: number; mine: Dest[] } | null {
+  const routs = postRecvs(recv, s.rxDepth);
+  if (routs < s.rxDepth) {
+    err(`Couldn't post receive (${routs})`);
+    return null;
+  }
+  const port = ctx.queryPort(s.ibPort);
+  if (port.linkLayer !== LinkLayer.ETHERNET && !port.lid) {
+    err("Couldn't get local LID");
+    return null;
+  }
+  const gid = s.gidIndex >= 0 ? gidFromText(ctx.queryGid(s.ibPort, s.gidIndex)) : zeroGid();
+  const mine = qpNums.map((qpn) => ({ lid: port.lid, qpn, psn: randomPsn(), gid }));
+  for (const d of mine) out(destLine("local", d));
+  return { routs, mine };
 }

@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import process from "node:process";
 import { deviceTest, notOnIwarp, test } from "../harness.ts";
+import { account, assertLines } from "./examples-common.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const isBun = "Bun" in globalThis;
@@ -71,21 +72,6 @@ function start(argv: string[], timeoutMs = RUN_TIMEOUT_MS): Running {
 }
 
 const run = (argv: string[], timeoutMs?: number) => start(argv, timeoutMs).done;
-
-const describe = (name: string, r: Result) =>
-  `${name} exited ${r.code}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}`;
-
-/** Asserts that `r` succeeded and printed `lines` in this order (other lines may come between). */
-function assertLines(name: string, r: Result, lines: string[]): void {
-  assert.equal(r.code, 0, describe(name, r));
-  const got = r.stdout.split("\n");
-  let at = 0;
-  for (const l of lines) {
-    const i = got.indexOf(l, at);
-    assert.ok(i >= 0, `"${l}" missing or out of order: ${describe(name, r)}`);
-    at = i + 1;
-  }
-}
 
 const UDADDY_SERVER = [
   "udaddy: starting server",
@@ -216,7 +202,7 @@ for (const tool of ["udaddy", "mckey"]) {
   test(`examples: ${tool} with a bad argument prints the usage, exits 1, no stack trace`, async () => {
     for (const argv of [["--no-such-flag"], ["-C", "many"]]) {
       const r = await run(ours(tool, argv));
-      assert.equal(r.code, 1, describe(tool, r));
+      assert.equal(r.code, 1, account(tool, r));
       assert.match(r.stderr, /Usage:/);
       assert.doesNotMatch(r.stderr, /^\s+at /m);
     }

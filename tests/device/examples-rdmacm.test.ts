@@ -104,15 +104,8 @@ for (const migrate of [false, true]) {
   }
 }
 
-const CMTIME_STEPS = [
-  "create id",
-  "resolve addr",
-  "resolve route",
-  "create qp",
-  "connect",
-  "disconnect",
-  "destroy",
-];
+const CMTIME_STEPS = "create id,resolve addr,resolve route,create qp,connect,disconnect,destroy"
+  .split(",");
 
 for (const dir of DIRECTIONS) {
   deviceTest(`examples: cmtime: ${dir} (${runtime})`, async (env) => {
