@@ -12,7 +12,10 @@ type TestFn = () => void | Promise<void>;
 export interface TestOptions {
   /** When a string, the test is skipped and the reason printed. */
   skip?: string | false;
-  /** Milliseconds before the test fails (default 120 s), in both runtimes. */
+  /**
+   * Milliseconds before the test fails (default 120 s), in both runtimes. `RDMA_TEST_TIMEOUT_MS`
+   * raises every test's limit to at least its value (the full-count runs of bench/reliability.sh).
+   */
   timeout?: number;
 }
 
@@ -29,7 +32,10 @@ export function test(name: string, fn: TestFn, options: TestOptions = {}): void 
     else Deno.test({ name: `${name} [skipped: ${reason}]`, ignore: true, fn });
     return;
   }
-  const timeout = options.timeout ?? 120_000;
+  const timeout = Math.max(
+    options.timeout ?? 120_000,
+    Number(process.env.RDMA_TEST_TIMEOUT_MS) || 0,
+  );
   if (isBun) bunTest(name, fn, timeout);
   else {
     // Deno has no per-test timeout: a hung test fails with this one instead of stalling the run

@@ -2,13 +2,14 @@
 /**
  * Faults on the wire between two hosts (`scripts/test --two-hosts`: two guests, each with its
  * own kernel and soft-RoCE device, joined by a link on which `tc netem` and `ip link` inject
- * faults): sequence-numbered messages over RC with 1 % and 10 % loss all arrive once and in
- * order; a link cut longer than the retry budget fails the outstanding sends with
+ * faults): sequence-numbered messages over RC with 1 % and 10 % loss, and with delay and
+ * reordering, all arrive once and in order; a link cut longer than the retry budget fails the outstanding sends with
  * RETRY_EXC_ERR and flushes the rest, every promise settles, the connection manager reports the
  * disconnect, and a new connection works once the link is back; a peer killed across the link is
  * noticed in bounded time. Each prints its figures.
  *
- * `RDMA_FAULT_LOSS_MESSAGES` sets the message count of the loss runs: 20,000 by default, which
+ * `RDMA_FAULT_LOSS_MESSAGES` sets the message count of the loss runs (a quarter of it for the
+ * reordering run): 20,000 by default, which
  * keeps CI short (100,000 took 4.5–5 minutes per loss rate per runtime in the emulated guests);
  * `RDMA_FAULT_LOSS_MESSAGES=100000 scripts/test --two-hosts` runs the full count.
  */
@@ -139,28 +140,40 @@ async function stream(c: Client, n: number): Promise<Record<string, number>> {
   return JSON.parse(reply);
 }
 
-for (const loss of ["1%", "10%"]) {
+/** The wire conditions of the sequence runs: netem actions applied on both guests. */
+const WIRES: { name: string; action: string[]; messages: number }[] = [
+  { name: "1% loss both ways", action: ["loss", "1%"], messages: MESSAGES },
+  { name: "10% loss both ways", action: ["loss", "10%"], messages: MESSAGES },
+  {
+    // every frame delayed by 2 ms ± 1 ms, a quarter of them sent at once: they overtake
+    name: "2 ms ± 1 ms delay with 25% reordered both ways",
+    action: ["netem", "delay", "2ms", "1ms", "reorder", "25%", "50%"],
+    messages: Math.ceil(MESSAGES / 4),
+  },
+];
+
+for (const wire of WIRES) {
   deviceTest(
-    `fault wire: ${MESSAGES} sequence-numbered messages over RC with ${loss} loss both ways arrive once, in order`,
+    `fault wire: ${wire.messages} sequence-numbered messages over RC with ${wire.name} arrive once, in order`,
     async () => {
       const peer = spawnPeer("seq-sink.ts", [peerAddress(), "1"]);
       try {
         const { port } = await peer.next((m) => "ready" in m, 120_000) as { port: number };
         const c = await client(port, 14);
         try {
-          netem("self", "loss", loss);
-          netem("peer", "loss", loss);
+          netem("self", ...wire.action);
+          netem("peer", ...wire.action);
           const t0 = performance.now();
-          const counts = await stream(c, MESSAGES);
+          const counts = await stream(c, wire.messages);
           const secs = (performance.now() - t0) / 1000;
           clear();
           assert.deepEqual(
             { inOrder: counts.inOrder, outOfOrder: counts.outOfOrder, corrupt: counts.corrupt },
-            { inOrder: MESSAGES, outOfOrder: 0, corrupt: 0 },
+            { inOrder: wire.messages, outOfOrder: 0, corrupt: 0 },
           );
           console.log(
-            `fault wire: ${MESSAGES} messages with ${loss} loss each way in ${secs.toFixed(1)} s ` +
-              `(${(MESSAGES / secs).toFixed(0)} msg/s): all delivered once, in order`,
+            `fault wire: ${wire.messages} messages with ${wire.name} in ${secs.toFixed(1)} s ` +
+              `(${(wire.messages / secs).toFixed(0)} msg/s): all delivered once, in order`,
           );
           await c.id.disconnect({ timeout: 30_000 });
         } finally {
