@@ -1,10 +1,12 @@
 /**
  * The extended post API (`ibv_wr_*` through `struct ibv_qp_ex`) against the classic
- * `ibv_post_send`, in the same run on the same QP: the CPU cost of posting one RDMA_WRITE of
- * 64 bytes, four ways — prepared (`qp.prepareSend` vs `qp.prepareSendEx`) and from a WR object
- * (`qp.postSend` vs `qp.postSendEx`). Rounds are interleaved; each round posts BATCH WRs (the
- * last one signaled), timing only the posting, then drains the CQ. Prints the median ns per
- * WR of each way and the ratios extended / classic, plus the JS-heap growth per prepared post.
+ * `ibv_post_send`, in the same run on the same QP: the cost of posting RDMA_WRITEs of 64 bytes,
+ * eight ways — one WR per post, or a list of BATCH WRs per post (one doorbell: `ibv_post_send`
+ * of a list, or one `ibv_wr_start` … `ibv_wr_complete` batch), each prepared (`qp.prepareSend`
+ * vs `qp.prepareSendEx`) and from WR objects (`qp.postSend` vs `qp.postSendEx`). Rounds are
+ * interleaved; each round posts BATCH WRs (the last one signaled), timing only the posting,
+ * then drains the CQ. Prints the median ns per WR of each way, the ratios extended / classic,
+ * and the JS-heap growth per prepared post of both kinds.
  *
  *   RDMA_DEVICE=rxe0 RDMA_GID_INDEX=1 deno run -A --v8-flags=--expose-gc bench/post-ex.ts [ROUNDS]
  *   RDMA_DEVICE=rxe0 RDMA_GID_INDEX=1 bun bench/post-ex.ts [ROUNDS]
@@ -55,6 +57,9 @@ const wr: SendWr = {
 const last: SendWr = { ...wr, flags: SendFlags.SIGNALED };
 const classic = a.prepareSend(wr);
 const extended = a.prepareSendEx(wr);
+const list: SendWr[] = Array.from({ length: BATCH }, (_, i) => (i === BATCH - 1 ? last : wr));
+const classicList = a.prepareSend(list);
+const extendedList = a.prepareSendEx(list);
 
 function drain(): void {
   let got = 0;
@@ -66,7 +71,7 @@ function drain(): void {
   if (cq.wc.at(0).status !== WcStatus.SUCCESS) throw cq.wc.error();
 }
 
-type Way = { name: string; post: (i: number, signaled: boolean) => void };
+type Way = { name: string; post: (i: number, signaled: boolean) => void; list?: boolean };
 const ways: Way[] = [
   {
     name: "classic prepared (ibv_post_send)",
@@ -86,11 +91,16 @@ const ways: Way[] = [
   },
   { name: "classic postSend(wr)", post: (_i, s) => a.postSend(s ? last : wr) },
   { name: "extended postSendEx(wr)", post: (_i, s) => a.postSendEx(s ? last : wr) },
+  { name: "classic prepared list", post: () => classicList.post(), list: true },
+  { name: "extended prepared batch", post: () => extendedList.post(), list: true },
+  { name: "classic postSend(list)", post: () => a.postSend(list), list: true },
+  { name: "extended postSendEx(list)", post: () => a.postSendEx(list), list: true },
 ];
 
 function round(w: Way): number {
   const t0 = performance.now();
-  for (let i = 0; i < BATCH; i++) w.post(i, i === BATCH - 1);
+  if (w.list) w.post(0, true);
+  else for (let i = 0; i < BATCH; i++) w.post(i, i === BATCH - 1);
   const ns = ((performance.now() - t0) * 1e6) / BATCH;
   drain();
   return ns;
@@ -102,11 +112,15 @@ const samples = ways.map(() => [] as number[]);
 for (let r = 0; r < ROUNDS; r++) ways.forEach((w, i) => samples[i].push(round(w)));
 const ns = samples.map(median);
 
-// heap growth of the prepared extended post (no drain inside the timed loop's allocations)
-gc();
-const before = process.memoryUsage().heapUsed;
-for (let r = 0; r < ROUNDS; r++) round(ways[1]);
-const grew = process.memoryUsage().heapUsed - before;
+// heap growth per prepared post, classic and extended (the harness's own timing is included)
+function growth(w: Way): number {
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  for (let r = 0; r < ROUNDS; r++) round(w);
+  return +((process.memoryUsage().heapUsed - before) / (ROUNDS * BATCH)).toFixed(3);
+}
+const grewClassic = growth(ways[0]);
+const grew = growth(ways[1]);
 
 const info = runtimeInfo();
 const result = {
@@ -116,8 +130,12 @@ const result = {
   rounds: ROUNDS,
   batch: BATCH,
   nsPerWr: Object.fromEntries(ways.map((w, i) => [w.name, +ns[i].toFixed(0)])),
-  ratioPreparedExOverClassic: +(ns[1] / ns[0]).toFixed(2),
-  ratioObjectExOverClassic: +(ns[3] / ns[2]).toFixed(2),
-  heapGrowthBytesPerPreparedExPost: +(grew / (ROUNDS * BATCH)).toFixed(3),
+  ratioExOverClassic: {
+    prepared: +(ns[1] / ns[0]).toFixed(2),
+    object: +(ns[3] / ns[2]).toFixed(2),
+    preparedList: +(ns[5] / ns[4]).toFixed(2),
+    objectList: +(ns[7] / ns[6]).toFixed(2),
+  },
+  heapGrowthBytesPerPost: { classicPrepared: grewClassic, extendedPrepared: grew },
 };
 console.log(JSON.stringify(result));
