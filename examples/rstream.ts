@@ -142,7 +142,7 @@ export function sizeToCount(size: number): number {
 }
 
 /** The header line. */
-export const HEADER = "name".padEnd(10) + "bytes".padEnd(8) + "xfers".padEnd(8) +
+export const HEADER: string = "name".padEnd(10) + "bytes".padEnd(8) + "xfers".padEnd(8) +
   "iters".padEnd(8) + "total".padEnd(8) + "time".padStart(8) + " " + "Gb/sec".padStart(10) +
   "usec/xfer".padStart(13);
 
