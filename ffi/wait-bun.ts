@@ -36,6 +36,7 @@ import { LIBRARIES } from "./library.ts";
 import { EPOLL_WORKER_SOURCE } from "./epoll-worker.ts";
 import { NativeBlock } from "./memory.ts";
 import { EpollLink, type UringCalls } from "./wait-uring.ts";
+import { takeReady } from "./epoll-ready.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { dlopen, FFIType } from "bun:ffi";
 
@@ -177,6 +178,7 @@ class BunSocketWaiter implements EpollWaiter {
   #adopting = false;
   #wanted = false;
   #closed = false;
+  readonly #stopped = (): boolean => this.#closed;
   #fallback: EpollWaiter | null = null;
   #handlers: AdoptHandlers;
   #emptyWakes = 0;
@@ -265,18 +267,7 @@ class BunSocketWaiter implements EpollWaiter {
     this.#socket = null;
     socket.terminate(); // already closed by Bun when its recv failed: a no-op then
     if (this.#closed) return;
-    const { epfd, maxEvents, eventSize, dataOffset, onEvents } = this.#o;
-    const libc = native().libc;
-    const view = this.#events.view;
-    const fds = this.#fds;
-    let total = 0;
-    for (;;) {
-      const n = libc.epoll_wait(epfd, this.#events.ptr, maxEvents, 0);
-      for (let i = 0; i < n; i++) fds[i] = view.getInt32(i * eventSize + dataOffset, true);
-      if (n > 0) onEvents(fds, n);
-      total += Math.max(0, n);
-      if (n < maxEvents || this.#closed) break;
-    }
+    const total = takeReady(this.#o, this.#events, this.#fds, this.#stopped);
     // a wake with nothing ready happens (an fd drained meanwhile), but not many in a row: if Bun
     // closed adopted fds without their being readable, adopting again would spin
     if (total > 0) this.#emptyWakes = 0;
@@ -341,6 +332,7 @@ class BunUringWaiter implements EpollWaiter {
   #fds: Int32Array;
   #wanted = false;
   #closed = false;
+  readonly #stopped = (): boolean => this.#closed;
   #fallback: EpollWaiter | null = null;
 
   constructor(o: WaiterOptions, link: EpollLink, bun: BunConnect) {
@@ -392,16 +384,7 @@ class BunUringWaiter implements EpollWaiter {
   #ready(): void {
     if (this.#closed || this.#fallback) return;
     if (!this.#link.reap()) return this.#fail();
-    const { epfd, maxEvents, eventSize, dataOffset, onEvents } = this.#o;
-    const libc = native().libc;
-    const view = this.#events.view;
-    const fds = this.#fds;
-    for (;;) {
-      const n = libc.epoll_wait(epfd, this.#events.ptr, maxEvents, 0);
-      for (let i = 0; i < n; i++) fds[i] = view.getInt32(i * eventSize + dataOffset, true);
-      if (n > 0) onEvents(fds, n);
-      if (n < maxEvents || this.#closed) break;
-    }
+    takeReady(this.#o, this.#events, this.#fds, this.#stopped);
     if (this.#wanted && !this.#closed && !this.#fallback && !this.#link.arm()) this.#fail();
   }
 

@@ -34,6 +34,7 @@ import { NativeBlock } from "./memory.ts";
 import { RdmaError } from "../types/errors.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { EpollLink, type UringCalls } from "./wait-uring.ts";
+import { deliverEvents, takeReady } from "./epoll-ready.ts";
 
 type WaitFn = (
   epfd: number,
@@ -119,12 +120,8 @@ class DenoWaiter implements EpollWaiter {
   #finished(n: number): void {
     this.#inFlight = false;
     if (this.#closed) return this.#free();
-    const { eventSize, dataOffset } = this.#o;
-    const fds = this.#fds;
-    const view = this.#buf.view;
     // n < 0: EINTR (errno is not readable for calls made on another thread); retry.
-    for (let i = 0; i < n; i++) fds[i] = view.getInt32(i * eventSize + dataOffset, true);
-    if (n > 0) this.#o.onEvents(fds, n);
+    deliverEvents(this.#o, this.#buf.view, this.#fds, n);
     if (this.#wanted && !this.#inFlight && !this.#closed) this.#start();
   }
 
@@ -241,6 +238,7 @@ class DenoUringWaiter implements EpollWaiter {
   #fds: Int32Array;
   #wanted = false;
   #closed = false;
+  readonly #stopped = (): boolean => this.#closed;
   #fallback: EpollWaiter | null = null;
 
   constructor(o: WaiterOptions, link: EpollLink, Socket: NetSocketClass) {
@@ -282,16 +280,7 @@ class DenoUringWaiter implements EpollWaiter {
   #ready(): void {
     if (this.#closed || this.#fallback) return;
     if (!this.#link.reap()) return this.#fail();
-    const { epfd, maxEvents, eventSize, dataOffset, onEvents } = this.#o;
-    const libc = native().libc;
-    const view = this.#events.view;
-    const fds = this.#fds;
-    for (;;) {
-      const n = libc.epoll_wait(epfd, this.#events.ptr, maxEvents, 0);
-      for (let i = 0; i < n; i++) fds[i] = view.getInt32(i * eventSize + dataOffset, true);
-      if (n > 0) onEvents(fds, n);
-      if (n < maxEvents || this.#closed) break;
-    }
+    takeReady(this.#o, this.#events, this.#fds, this.#stopped);
     if (this.#wanted && !this.#closed && !this.#fallback && !this.#link.arm()) this.#fail();
   }
 
