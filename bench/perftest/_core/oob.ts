@@ -24,6 +24,7 @@
  */
 
 import net from "node:net";
+import { Wire } from "../../../examples/_common/wire.ts";
 import {
   AccessFlags,
   type CmId,
@@ -157,73 +158,6 @@ export function decodeDestBinary(bytes: Uint8Array): Dest {
   };
 }
 
-/** Buffered exact-length reads and whole-message writes over a TCP socket. */
-class Wire {
-  readonly #socket: net.Socket;
-  #chunks: Uint8Array[] = [];
-  #have = 0;
-  #ended = false;
-  #error: Error | null = null;
-  #wake: (() => void) | null = null;
-
-  constructor(socket: net.Socket) {
-    this.#socket = socket;
-    socket.setNoDelay(true);
-    socket.on("data", (d: Uint8Array) => {
-      this.#chunks.push(new Uint8Array(d));
-      this.#have += d.length;
-      this.#notify();
-    });
-    socket.on("end", () => {
-      this.#ended = true;
-      this.#notify();
-    });
-    socket.on("error", (e: Error) => {
-      this.#error = e;
-      this.#notify();
-    });
-  }
-
-  #notify(): void {
-    const w = this.#wake;
-    this.#wake = null;
-    w?.();
-  }
-
-  async read(n: number): Promise<Uint8Array> {
-    while (this.#have < n) {
-      if (this.#error) throw this.#error;
-      if (this.#ended) throw new Error(`the peer closed the exchange (${this.#have}/${n} bytes)`);
-      await new Promise<void>((r) => (this.#wake = r));
-    }
-    const out = new Uint8Array(n);
-    let off = 0;
-    while (off < n) {
-      const c = this.#chunks[0];
-      const k = Math.min(c.length, n - off);
-      out.set(c.subarray(0, k), off);
-      off += k;
-      if (k === c.length) this.#chunks.shift();
-      else this.#chunks[0] = c.subarray(k);
-    }
-    this.#have -= n;
-    return out;
-  }
-
-  /** One `write` per message: the C peer reads each with one `read()` of its exact size. */
-  write(bytes: Uint8Array): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.#socket.write(bytes, (e?: Error | null) => (e ? reject(e) : resolve()));
-    });
-  }
-
-  /** Sends what is queued, then FIN; the socket no longer keeps the process alive. */
-  end(): void {
-    this.#socket.end();
-    this.#socket.unref();
-  }
-}
-
 const DONE = new Uint8Array([0x64, 0x6f, 0x6e, 0x65, 0]); // "done" and its NUL
 
 /** perftest's "Ethernet" exchange over TCP. */
@@ -303,7 +237,7 @@ export class TcpChannel implements OobChannel {
     try {
       if (done) await this.#wire.write(DONE);
     } finally {
-      this.#wire.end();
+      this.#wire.close();
     }
   }
 }
