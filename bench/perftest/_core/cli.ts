@@ -10,6 +10,9 @@
 
 import process from "node:process";
 import { parseArgs } from "node:util";
+import { parseInteger, UsageError } from "../../../examples/_common/cli.ts";
+
+export { parseInteger, UsageError };
 
 /** The operation a tool measures. */
 export type Verb = "send" | "write" | "read" | "atomic";
@@ -27,9 +30,6 @@ export interface ToolDef {
   /** Latency or bandwidth. */
   readonly test: TestKind;
 }
-
-/** A caller mistake on the command line: the usage is printed and the exit code is 1. */
-export class UsageError extends Error {}
 
 /** perftest's defaults (perftest_parameters.h of perftest 4.5). */
 export const DEFAULTS = {
@@ -286,22 +286,6 @@ export function usage(tool: ToolDef): string {
   for (const [l, h] of rows) lines.push(`  ${l.padEnd(width)}${h}`);
   lines.push("", `Deno permissions: ${PERMISSIONS}`);
   return lines.join("\n") + "\n";
-}
-
-const C_INTEGER = /^\s*[-+]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)$/;
-
-/** An integer written like C's `strtol(…, 0)` (decimal, 0x hex, 0 octal); no trailing junk. */
-export function parseInteger(text: string, what: string): number {
-  if (!C_INTEGER.test(text)) throw new UsageError(`${what}: not a number: "${text}"`);
-  const t = text.trim();
-  const neg = t.startsWith("-");
-  const body = t.replace(/^[-+]/, "");
-  const v = /^0[xX]/.test(body)
-    ? parseInt(body.slice(2), 16)
-    : body.length > 1 && body.startsWith("0")
-    ? parseInt(body, 8)
-    : parseInt(body, 10);
-  return neg ? -v : v;
 }
 
 type Values = Record<string, string | boolean | undefined>;

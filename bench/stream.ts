@@ -1,0 +1,421 @@
+/**
+ * Stream throughput and latency: this library's rsocket-compatible streams against C `rstream`
+ * (librdmacm's rsockets) in the same run, and TCP in the same runtime (`node:net`) for context.
+ * Run it where there is an RDMA device, e.g. in the soft-RoCE VM, once per runtime:
+ *
+ *   scripts/softroce-vm -- node_modules/.bin/deno run -A bench/stream.ts
+ *   scripts/softroce-vm -- node_modules/.bin/bun bench/stream.ts
+ *
+ * Each measurement is a pair of processes doing what `rstream` does with `-S size -C count -I
+ * iters`: a 16-byte sync each way, then per iteration `count` transfers of `size` bytes from
+ * client to server and `count` back, timed on the client; throughput is rstream's Gb/sec
+ * (bytes both ways), latency its usec/xfer (half a round trip). The C pair is `rstream` itself;
+ * ours and TCP are roles of this file in the running runtime. C's default mode polls in a loop,
+ * so it is compared with ours spinning; C's blocking mode (`-T b`) with ours on the default
+ * strategy. Rounds are interleaved and the medians and the ratios to C are printed. No
+ * timing is asserted anywhere.
+ *
+ * It also reports the heap bytes allocated per write+read pair in the steady state (two
+ * connections in one process; in Deno the young generation is enlarged so no collection runs
+ * during the measured loop).
+ *
+ * Options: --rounds N (default 3), --bw-count N (64 KiB transfers per direction, default 500),
+ * --lat-iters N (64-byte round trips, default 5000), --address IP (default $RDMA_GUEST_IP).
+ */
+
+import process from "node:process";
+import { spawn, spawnSync } from "node:child_process";
+import net from "node:net";
+import { connect, listen, type RdmaConn } from "../stream/mod.ts";
+
+function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : fallback;
+}
+
+const isBun = "Bun" in globalThis;
+const runtime = isBun ? "bun" : "deno";
+const self = new URL(import.meta.url).pathname;
+const address = arg("address", process.env.RDMA_SIW_IP || process.env.RDMA_GUEST_IP || "");
+
+interface Shape {
+  size: number;
+  count: number;
+  iters: number;
+}
+
+/** rstream's figures from elapsed µs. */
+function figures(s: Shape, usec: number) {
+  const bytes = s.iters * s.count * s.size * 2;
+  return { gbps: (bytes * 8) / (1000 * usec), usecPerXfer: usec / s.iters / (s.count * 2) };
+}
+
+/** Minimal byte-stream interface both our streams and TCP sockets are adapted to. */
+interface Io {
+  write(b: Uint8Array): Promise<void>;
+  readExactly(b: Uint8Array, n: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+function rdmaIo(c: RdmaConn): Io {
+  return {
+    async write(b) {
+      await c.write(b);
+    },
+    async readExactly(b, n) {
+      for (let off = 0; off < n;) {
+        const got = await c.read(b.subarray(off, n));
+        if (got === null) throw new Error("end of stream");
+        off += got;
+      }
+    },
+    async close() {
+      await c[Symbol.asyncDispose]();
+    },
+  };
+}
+
+function tcpIo(sock: net.Socket): Io {
+  const chunks: Uint8Array[] = [];
+  let have = 0;
+  let wake: (() => void) | null = null;
+  let ended = false;
+  sock.setNoDelay(true);
+  sock.on("data", (d: Uint8Array) => {
+    chunks.push(d);
+    have += d.length;
+    wake?.();
+  });
+  sock.on("end", () => {
+    ended = true;
+    wake?.();
+  });
+  return {
+    write(b) {
+      return new Promise((resolve, reject) => sock.write(b, (e) => (e ? reject(e) : resolve())));
+    },
+    async readExactly(b, n) {
+      let off = 0;
+      while (off < n) {
+        while (have === 0) {
+          if (ended) throw new Error("end of stream");
+          await new Promise<void>((r) => (wake = r));
+          wake = null;
+        }
+        const c = chunks[0];
+        const take = Math.min(c.length, n - off);
+        b.set(c.subarray(0, take), off);
+        off += take;
+        have -= take;
+        if (take === c.length) chunks.shift();
+        else chunks[0] = c.subarray(take);
+      }
+    },
+    close() {
+      sock.end();
+      return Promise.resolve();
+    },
+  };
+}
+
+/** The rstream pattern on one side; returns µs (client) of the timed part. */
+async function pattern(io: Io, client: boolean, s: Shape): Promise<number> {
+  const buf = new Uint8Array(Math.max(s.size, 16));
+  if (client) {
+    await io.write(buf.subarray(0, 16));
+    await io.readExactly(buf, 16);
+  } else {
+    await io.readExactly(buf, 16);
+    await io.write(buf.subarray(0, 16));
+  }
+  const t0 = performance.now();
+  for (let i = 0; i < s.iters; i++) {
+    for (let t = 0; t < s.count; t++) {
+      if (client) await io.write(buf.subarray(0, s.size));
+      else await io.readExactly(buf, s.size);
+    }
+    for (let t = 0; t < s.count; t++) {
+      if (client) await io.readExactly(buf, s.size);
+      else await io.write(buf.subarray(0, s.size));
+    }
+  }
+  return (performance.now() - t0) * 1000;
+}
+
+/**
+ * Heap bytes allocated per operation in the steady state: two connections in this process, a
+ * warm-up, then `n` writes of `size` bytes on one and reads of them on the other, with the heap
+ * measured before and after (a collection first; the young generation is made large enough that
+ * no collection runs during the loop in Deno).
+ */
+async function allocRole(): Promise<void> {
+  const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void } };
+  const collect = () => (g.Bun ? g.Bun.gc(true) : g.gc?.());
+  const l = listen({ hostname: address, port: 0 });
+  const [a, b] = await Promise.all([
+    l.accept(),
+    connect({ hostname: address, port: l.addr.port }),
+  ]);
+  l.close();
+  const out: Record<string, number> = {};
+  for (const size of [64, 65536]) {
+    const src = new Uint8Array(size);
+    const dst = new Uint8Array(size);
+    const step = async () => {
+      await a.write(src);
+      for (let got = 0; got < size;) got += (await b.read(dst.subarray(got)))!;
+    };
+    for (let i = 0; i < 2000; i++) await step();
+    const n = 2000;
+    collect();
+    const h0 = process.memoryUsage().heapUsed;
+    for (let i = 0; i < n; i++) await step();
+    const h1 = process.memoryUsage().heapUsed;
+    out[`bytesPerWriteRead${size}`] = Math.round((h1 - h0) / n);
+  }
+  out.gc = g.Bun || g.gc ? 1 : 0;
+  console.log(JSON.stringify(out));
+  await a[Symbol.asyncDispose]();
+  await b[Symbol.asyncDispose]();
+}
+
+async function role(name: string): Promise<void> {
+  // rstream's socket buffers (2 × 512 KiB each way); "spin": each wait spins up to --spin µs
+  const spin = arg("spin", "");
+  const opts = {
+    sendBufferSize: 1 << 20,
+    receiveBufferSize: 1 << 20,
+    ...(spin ? { strategy: "adaptive" as const, spinMicros: Number(spin) } : {}),
+  };
+  if (name === "alloc") {
+    await allocRole();
+    process.exit(0);
+  }
+  const port = Number(arg("port", "0"));
+  const s = {
+    size: Number(arg("size", "0")),
+    count: Number(arg("count", "1")),
+    iters: Number(arg("iters", "1")),
+  };
+  let io: Io;
+  const client = name.endsWith("client");
+  if (name === "rdma-server") {
+    const l = listen({ hostname: address, port, ...opts });
+    console.log("listening");
+    io = rdmaIo(await l.accept());
+    l.close();
+  } else if (name === "rdma-client") {
+    io = rdmaIo(await connect({ hostname: address, port, ...opts }));
+  } else if (name === "tcp-server") {
+    const server = net.createServer();
+    await new Promise<void>((r) => server.listen(port, address, r));
+    console.log("listening");
+    const sock = await new Promise<net.Socket>((r) => server.once("connection", r));
+    server.close();
+    io = tcpIo(sock);
+  } else {
+    const sock = net.connect(port, address);
+    await new Promise<void>((r, j) => {
+      sock.once("connect", r);
+      sock.once("error", j);
+    });
+    io = tcpIo(sock);
+  }
+  const usec = await pattern(io, client, s);
+  await io.close();
+  if (client) console.log(JSON.stringify(figures(s, usec)));
+  process.exit(0);
+}
+
+// ------------------------------------------------------------------------------- the driver
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(
+  argv: string[],
+  onLine?: (line: string) => void,
+): { done: Promise<Run>; kill(): void } {
+  const child = spawn(argv[0], argv.slice(1), { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (d) => {
+    stdout += d;
+    if (onLine) { for (const l of String(d).split("\n")) if (l) onLine(l); }
+  });
+  child.stderr!.on("data", (d) => (stderr += d));
+  const timer = setTimeout(() => child.kill("SIGKILL"), 600_000);
+  return {
+    done: new Promise((resolve) =>
+      child.on("close", (code) => {
+        clearTimeout(timer);
+        resolve({ code, stdout, stderr });
+      })
+    ),
+    kill: () => child.kill("SIGKILL"),
+  };
+}
+
+async function cmListening(port: number): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    const r = spawnSync("rdma", ["res", "show", "cm_id"], { encoding: "utf8" });
+    if (new RegExp(`state LISTEN .*:${port}\\b`).test(r.stdout ?? "")) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`nothing listens on ${port}`);
+}
+
+const me = (extra: string[]) =>
+  isBun ? [process.execPath, self, ...extra] : [process.execPath, "run", "-A", self, ...extra];
+
+let nextPort = 19000 + Math.floor(Math.random() * 5000);
+
+/**
+ * What is measured: C `rstream` in its default nonblocking mode (a polling loop) and with `-T b`
+ * (blocking: rsocket spins 10 µs, then sleeps on the completion channel); ours spinning on the
+ * CQ for up to 1 ms per wait (`adaptive` with `spinMicros: 1000`, what `examples/rstream.ts`
+ * does by default) and with the default strategy (spin briefly, then sleep through the poller);
+ * TCP through `node:net`. Ours use rstream's buffer sizes (1 MiB rings).
+ */
+type Kind = "C rstream" | "C rstream -T b" | "ours spin" | "ours" | "TCP";
+
+/** Which C mode each of ours compares with. */
+const PAIRS: readonly [Kind, Kind][] = [["ours spin", "C rstream"], ["ours", "C rstream -T b"]];
+
+/** One measurement: a server and a client; returns the client's figures. */
+async function measure(kind: Kind, s: Shape): Promise<{ gbps: number; usecPerXfer: number }> {
+  const port = nextPort++;
+  const common = [
+    "--address",
+    address,
+    "--port",
+    String(port),
+    "--size",
+    String(s.size),
+    "--count",
+    String(s.count),
+    "--iters",
+    String(s.iters),
+  ];
+  if (kind.startsWith("C rstream")) {
+    const shape = [
+      "-p",
+      String(port),
+      "-S",
+      String(s.size),
+      "-C",
+      String(s.count),
+      "-I",
+      String(s.iters),
+    ];
+    if (kind.endsWith("-T b")) shape.push("-T", "b");
+    const server = run(["rstream", "-b", address, ...shape]);
+    await cmListening(port);
+    const client = await run(["rstream", "-s", address, ...shape]).done;
+    await server.done;
+    const line = client.stdout.split("\n").find((l) => l.startsWith("custom"));
+    if (client.code !== 0 || !line) {
+      throw new Error(`C rstream failed: ${client.stdout}${client.stderr}`);
+    }
+    const f = line.trim().split(/\s+/);
+    return { gbps: Number(f[6]), usecPerXfer: Number(f[7]) };
+  }
+  const roles = kind === "TCP" ? ["tcp-server", "tcp-client"] : ["rdma-server", "rdma-client"];
+  if (kind === "ours spin") common.push("--spin", "1000");
+  let ready!: () => void;
+  const listening = new Promise<void>((r) => (ready = r));
+  const server = run(me(["--role", roles[0], ...common]), (l) => l === "listening" && ready());
+  await Promise.race([
+    listening,
+    server.done.then((r) => {
+      throw new Error(`${kind} server ended: ${r.stderr}`);
+    }),
+  ]);
+  if (kind !== "TCP") await cmListening(port);
+  const client = await run(me(["--role", roles[1], ...common])).done;
+  server.kill();
+  await server.done;
+  const json = client.stdout.split("\n").find((l) => l.startsWith("{"));
+  if (client.code !== 0 || !json) {
+    throw new Error(`${kind} client failed: ${client.stdout}${client.stderr}`);
+  }
+  return JSON.parse(json);
+}
+
+function median(v: number[]): number {
+  const s = [...v].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+async function main(): Promise<void> {
+  if (!address) throw new Error("no address: run inside the VM or pass --address");
+  const rounds = Number(arg("rounds", "3"));
+  const bw: Shape = { size: 65536, count: Number(arg("bw-count", "500")), iters: 1 };
+  const lat: Shape = { size: 64, count: 1, iters: Number(arg("lat-iters", "5000")) };
+  const kinds: Kind[] = ["C rstream", "ours spin", "C rstream -T b", "ours", "TCP"];
+  const tput = Object.fromEntries(kinds.map((k) => [k, [] as number[]])) as Record<Kind, number[]>;
+  const usec = Object.fromEntries(kinds.map((k) => [k, [] as number[]])) as Record<Kind, number[]>;
+  console.log(
+    `bench/stream (${runtime}, ${process.env.RDMA_DEVICE ?? "?"} at ${address}): ` +
+      `${rounds} interleaved rounds; throughput: ${bw.count} × 64 KiB each way; ` +
+      `latency: ${lat.iters} × 64 B round trips`,
+  );
+  for (let r = 0; r < rounds; r++) {
+    for (const k of kinds) {
+      const t = await measure(k, bw);
+      tput[k].push(t.gbps);
+      const l = await measure(k, lat);
+      usec[k].push(l.usecPerXfer);
+      console.log(
+        `round ${r + 1} ${k.padEnd(14)} ${t.gbps.toFixed(3)} Gb/s  ${
+          l.usecPerXfer.toFixed(2)
+        } usec/xfer`,
+      );
+    }
+  }
+  const allocArgv = isBun ? [process.execPath, self, "--role", "alloc", "--address", address] : [
+    process.execPath,
+    "run",
+    "-A",
+    "--v8-flags=--expose-gc,--max-semi-space-size=128",
+    self,
+    "--role",
+    "alloc",
+    "--address",
+    address,
+  ];
+  const alloc = await run(allocArgv).done;
+  const allocJson = alloc.stdout.split("\n").find((l) => l.startsWith("{"));
+  console.log("\nmedians:");
+  for (const k of kinds) {
+    console.log(
+      `${k.padEnd(14)} 64 KiB stream ${median(tput[k]).toFixed(3)} Gb/s   ` +
+        `64 B ping-pong ${median(usec[k]).toFixed(2)} usec/xfer`,
+    );
+  }
+  console.log("\nratios (throughput ours/C: higher is better; latency ours/C: lower is better):");
+  for (const [o, c] of PAIRS) {
+    console.log(
+      `${o} vs ${c}: throughput ${(median(tput[o]) / median(tput[c])).toFixed(2)}×, ` +
+        `latency ${(median(usec[o]) / median(usec[c])).toFixed(2)}×`,
+    );
+  }
+  const tcp = median(tput.TCP) / median(tput["C rstream"]);
+  console.log(`TCP (${runtime}, node:net) vs C rstream: throughput ${tcp.toFixed(2)}×`);
+  if (allocJson) {
+    const a = JSON.parse(allocJson);
+    console.log(
+      `\nheap allocated per write+read pair in the steady state (both ends in one process): ` +
+        `64 B: ${a.bytesPerWriteRead64} bytes, 64 KiB: ${a.bytesPerWriteRead65536} bytes` +
+        (a.gc ? "" : " (no gc() available: an upper bound)"),
+    );
+  } else console.log(`allocation measurement failed: ${alloc.stderr}`);
+}
+
+const r = arg("role", "");
+if (r) await role(r);
+else await main();
+process.exit(0);
