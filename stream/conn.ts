@@ -108,6 +108,12 @@ const construct = Symbol("RdmaConn");
 const noop = () => {};
 const yieldMacrotask = (): Promise<void> => new Promise((r) => setImmediate(r));
 
+/**
+ * How long a connection keeps its connection-manager watch after its last wait (ms): long
+ * enough that a ping-pong reuses it, short enough that an idle process exits promptly.
+ */
+const SESSION_IDLE_MS = 25;
+
 /** How the connection ends its native side: what to close after the CM id. */
 export interface ConnOwnership {
   /** The CM event channel to close when the connection is released (active side). */
@@ -156,6 +162,8 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #writing = false;
   #pumping = false;
   #session: Session | null = null;
+  #idleSince = 0;
+  #sessionTimer: ReturnType<typeof setTimeout> | null = null;
   #cmGone = false;
   #reset: RdmaError | null = null;
   #cause: Error | null = null;
@@ -175,10 +183,14 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     }
   };
   readonly #onWaitEnded = () => {
-    if (this.#waiters.size === 0) {
-      this.#session?.ctrl.abort();
-      this.#session = null;
-    }
+    if (this.#waiters.size === 0) this.#endSession();
+  };
+  readonly #checkSession = () => {
+    this.#sessionTimer = null;
+    if (!this.#session || this.#pumping) return; // a running pump re-arms this when it stops
+    const left = this.#idleSince + SESSION_IDLE_MS - performance.now();
+    if (left > 0) this.#sessionTimer = setTimeout(this.#checkSession, left);
+    else this.#endSession();
   };
 
   /** Not for direct use: {@link connect} and `RdmaListener.accept()` make connections. */
@@ -349,8 +361,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const err = new ClosedError("RdmaConn");
     this.#waiters.rejectAll(err);
     this.#writeLock.rejectAll(err);
-    this.#session?.ctrl.abort();
-    this.#session = null;
+    this.#endSession();
     this.#released = this.#teardown();
   }
 
@@ -472,6 +483,16 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     return p;
   }
 
+  /** Stops watching the connection manager (and a pump waiting for completions). */
+  #endSession(): void {
+    this.#session?.ctrl.abort();
+    this.#session = null;
+    if (this.#sessionTimer !== null) {
+      clearTimeout(this.#sessionTimer);
+      this.#sessionTimer = null;
+    }
+  }
+
   #newSession(): Session {
     const ctrl = new AbortController();
     if (!this.#cmGone) {
@@ -483,14 +504,18 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     return { ctrl, opts: { ...this.#waitOpts, signal: ctrl.signal } };
   }
 
-  /** Waits for completions while anyone waits; feeds them to the engine; wakes the waits. */
+  /**
+   * Waits for completions while anyone waits; feeds them to the engine; wakes the waits. The
+   * session (the connection manager watch and the wait options) outlives the pump by
+   * {@link SESSION_IDLE_MS}, so a ping-pong does not start a new one per message.
+   */
   async #pump(): Promise<void> {
     this.#pumping = true;
     try {
       while (!this.closed) {
         if (this.#waiters.size === 0) {
-          // one macrotask of grace: the next read of a ping-pong reuses this session
-          await yieldMacrotask();
+          // the woken operations continue as microtasks: give them a few turns to come back
+          for (let i = 0; i < 8 && this.#waiters.size === 0; i++) await Promise.resolve();
           if (this.#waiters.size === 0 || this.closed) break;
         }
         if (this.#cmGone && this.#e.connected) this.#settleDisconnect();
@@ -512,9 +537,12 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
         this.#waiters.resolveAll();
       }
     } finally {
-      this.#session?.ctrl.abort();
-      this.#session = null;
       this.#pumping = false;
+      if (this.closed || !this.#session) this.#endSession();
+      else {
+        this.#idleSince = performance.now();
+        this.#sessionTimer ??= setTimeout(this.#checkSession, SESSION_IDLE_MS);
+      }
     }
   }
 

@@ -150,6 +150,20 @@ export interface StreamTransport {
   recv(wrId: number, off: number): void;
 }
 
+/**
+ * Copies `n` bytes. Small copies go byte by byte and whole-array copies without a view, so the
+ * common cases allocate nothing; larger partial copies make one short-lived view.
+ */
+function copy(src: Uint8Array, from: number, dst: Uint8Array, to: number, n: number): void {
+  if (n <= 64) {
+    for (let i = 0; i < n; i++) dst[to + i] = src[from + i];
+  } else if (from === 0 && n === src.length) {
+    dst.set(src, to);
+  } else {
+    dst.set(src.subarray(from, from + n), to);
+  }
+}
+
 /** wr_id bit marking the SEND half of an iWARP data or SGL message. */
 const WR_MSG_SEND = 2 ** 32;
 /** wr_id bit marking a receive. */
@@ -453,13 +467,13 @@ export class StreamEngine {
     const msg = rsMsg(RsOp.DATA, xfer);
     const inline = xfer <= this.inlineSize;
     if (xfer <= first) {
-      this.#send.set(src.subarray(from, from + xfer), cur);
+      copy(src, from, this.#send, cur, xfer);
       if (!inline) this.#cursor = cur + xfer === size ? 0 : cur + xfer;
       this.#postWriteMsg(msg, cur, xfer, 0, 0, inline, addr, rkey);
     } else {
       const second = xfer - first;
-      this.#send.set(src.subarray(from, from + first), cur);
-      this.#send.set(src.subarray(from + first, from + xfer), 0);
+      copy(src, from, this.#send, cur, first);
+      copy(src, from + first, this.#send, 0, second);
       if (!inline) this.#cursor = second;
       this.#postWriteMsg(msg, cur, first, 0, second, inline, addr, rkey);
     }
@@ -492,12 +506,12 @@ export class StreamEngine {
       if (ro === size) ro = 0;
       if (n > size - ro) {
         const end = size - ro;
-        dst.set(this.#recv.subarray(ro, size), to);
+        copy(this.#recv, ro, dst, to, end);
         to += end;
         n -= end;
         ro = 0;
       }
-      dst.set(this.#recv.subarray(ro, ro + n), to);
+      copy(this.#recv, ro, dst, to, n);
       this.#rbufOffset = ro + n;
       this.#rbufAvail += rsize;
       copied += rsize;

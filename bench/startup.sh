@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Start-up: the time from process start until an rdma_cm id listens (`rdma res show cm_id`
+# shows it), for C `rping -s` and for examples/rping.ts in Deno and in Bun, in interleaved
+# rounds; prints the medians (min–max) and the ratios to C as a markdown table. Deno's first
+# round runs with an empty module cache (what a first `deno run` pays), the rest warm.
+#
+#   bench/startup.sh [ROUNDS]          (on a machine with an RDMA device, e.g. in the guest)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/node_modules/.bin:$PATH"
+rounds=${1:-3}
+ip=${RDMA_GUEST_IP:-${RDMA_ADDR:-127.0.0.1}}
+port=$((7200 + RANDOM % 500))
+cold=$(mktemp -d)
+trap 'rm -rf "$cold"' EXIT
+
+listening() { rdma res show cm_id 2>/dev/null | grep -q " state LISTEN .*:$port "; }
+
+# measure CMD... : seconds until the listener shows (60 s at most), then the process is stopped
+measure() {
+  local t0 t1 pid
+  t0=$(date +%s%N)
+  "$@" >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 6000); do
+    listening && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.01
+  done
+  t1=$(date +%s%N)
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  while listening; do sleep 0.05; done
+  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'
+}
+
+declare -A times
+for r in $(seq "$rounds"); do
+  times[C]+="$(measure rping -s -a "$ip" -p "$port" -C 1) "
+  if [ "$r" = 1 ]; then
+    times[Deno-cold]="$(DENO_DIR=$cold measure deno run --allow-all examples/rping.ts -s -a "$ip" -p "$port" -C 1)"
+  fi
+  times[Deno]+="$(measure deno run --allow-all examples/rping.ts -s -a "$ip" -p "$port" -C 1) "
+  times[Bun]+="$(measure bun examples/rping.ts -s -a "$ip" -p "$port" -C 1) "
+done
+
+# stats "v1 v2 …" → "median (min–max)"
+stats() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ a[NR] = $1 } END { m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.2f s (%.2f–%.2f)", m, a[1], a[NR] }'; }
+median() { stats "$1" | cut -d' ' -f1; }
+c=$(median "${times[C]}")
+echo "| start until listening ($rounds rounds) | C | Deno | Bun | Deno/C | Bun/C |"
+echo "|---|---|---|---|---|---|"
+ratio() { awk -v a="$1" -v b="$c" 'BEGIN { printf "%.2f×", a / b }'; }
+echo "| rping -s | $(stats "${times[C]}") | $(stats "${times[Deno]}") | $(stats "${times[Bun]}") |" \
+  "$(ratio "$(median "${times[Deno]}")") | $(ratio "$(median "${times[Bun]}")") |"
+echo
+echo "Deno with an empty module cache (first run): ${times[Deno-cold]} s."
