@@ -1,34 +1,40 @@
 // runs on iWARP
+// also across hosts
 /**
  * RC over rdma_cm with QPs created on the CM ids from this library's PD and
  * CQs: connect/accept/exchange/disconnect with the server in another process,
  * 100 sequential cycles without fd growth, 16 simultaneous connections, and
- * reject/private-data checks on the transport's limits.
+ * reject/private-data checks on the transport's limits. In the two-guest run the peers (the
+ * servers) run on the other guest, so every exchange crosses the link.
  */
 
 import assert from "node:assert/strict";
-import { deviceTest } from "../harness.ts";
+import { type DeviceEnv, deviceTest } from "../harness.ts";
 import { cmConnect } from "../../cm/connect.ts";
 import { privateDataLimit } from "../../cm/conn_param.ts";
 import { ClosedError, CmEventError, InvalidArgumentError } from "../../types/errors.ts";
 import { CmEventType, PrivateDataLimits } from "../../types/enums.ts";
 import { Endpoint } from "./peers/endpoint.ts";
-import { spawnPeer, text } from "./peers/spawn.ts";
+import { hasRemotePeer, peerAddress, spawnPeer, text } from "./peers/spawn.ts";
 import { openFds, session } from "./peers/session.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 
+/** Where the peer (the server) listens: the other guest's address in a two-guest run. */
+const serverAddress = (env: DeviceEnv) =>
+  hasRemotePeer() ? peerAddress(env.transport === "iwarp" ? "siw" : "rxe") : env.address;
+
 deviceTest(
   "cm rc: connect, accept, exchange data, disconnect (server in another process)",
   async (env) => {
-    const peer = spawnPeer("cm-rc-server.ts", [env.address, "1"]);
+    const peer = spawnPeer("cm-rc-server.ts", [serverAddress(env), "1"]);
     try {
       const { port } = await peer.next((m) => "ready" in m) as { port: number };
-      const { id, event, ep } = await session(env.address, port, "client-0", 3);
+      const { id, event, ep } = await session(serverAddress(env), port, "client-0", 3);
       assert.equal(event.type, CmEventType.ESTABLISHED);
       assert.equal(text(event.privateData), "welcome:0");
       assert.equal(id.connected, true);
-      assert.deepEqual(id.peerAddress, { family: "IPv4", address: env.address, port });
+      assert.deepEqual(id.peerAddress, { family: "IPv4", address: serverAddress(env), port });
       assert.equal(id.peerPort, port);
       assert.equal(id.localAddress?.address, env.address);
       assert.ok(id.localPort > 0);
@@ -52,13 +58,13 @@ deviceTest(
 
 deviceTest("cm rc: 100 sequential connect/disconnect cycles without fd growth", async (env) => {
   const cycles = 100;
-  const peer = spawnPeer("cm-rc-server.ts", [env.address, String(cycles)]);
+  const peer = spawnPeer("cm-rc-server.ts", [serverAddress(env), String(cycles)]);
   try {
     const { port } = await peer.next((m) => "ready" in m) as { port: number };
     let before = 0;
     const t0 = Date.now();
     for (let i = 0; i < cycles; i++) {
-      const { id, ep } = await session(env.address, port, `c${i}`);
+      const { id, ep } = await session(serverAddress(env), port, `c${i}`);
       await id.disconnect();
       ep.close();
       if (i === 0) before = openFds(); // after warm-up (poller, librdmacm's device context)
@@ -72,23 +78,15 @@ deviceTest("cm rc: 100 sequential connect/disconnect cycles without fd growth", 
   } finally {
     peer.kill();
   }
-}, {
-  // An open bug, not a provider limit: on soft-iWARP one of the 100 cycles sometimes stalls
-  // (a completion wait times out after 10 s; seen in about one run in three). Until it is
-  // fixed the test runs on IB/RoCE only and says why on iWARP.
-  needs: (env) =>
-    env.transport === "iwarp"
-      ? "open bug: on soft-iWARP a cycle intermittently stalls (completion wait times out)"
-      : false,
 });
 
 deviceTest("cm rc: 16 simultaneous connections to one listener", async (env) => {
   const n = 16;
-  const peer = spawnPeer("cm-rc-server.ts", [env.address, String(n), "concurrent"]);
+  const peer = spawnPeer("cm-rc-server.ts", [serverAddress(env), String(n), "concurrent"]);
   try {
     const { port } = await peer.next((m) => "ready" in m) as { port: number };
     const sessions = await Promise.all(
-      Array.from({ length: n }, (_, i) => session(env.address, port, `s${i}`, 2)),
+      Array.from({ length: n }, (_, i) => session(serverAddress(env), port, `s${i}`, 2)),
     );
     const welcomes = sessions.map((s) => text(s.event.privateData)).sort();
     assert.equal(new Set(welcomes).size, n);
@@ -112,13 +110,18 @@ deviceTest(
       reject: privateDataLimit("reject", ctx),
     };
     assert.equal(limits.connect, env.transport === "iwarp" ? 251 : PrivateDataLimits.ib.connect);
-    const peer = spawnPeer("cm-reject.ts", [env.address, "2", "fill", String(limits.reject)]);
+    const peer = spawnPeer("cm-reject.ts", [
+      serverAddress(env),
+      "2",
+      "fill",
+      String(limits.reject),
+    ]);
     try {
       const { port } = await peer.next((m) => "ready" in m) as { port: number };
       const eps: Endpoint[] = [];
       const attempt = (privateData: Uint8Array) =>
         cmConnect({
-          address: env.address,
+          address: serverAddress(env),
           port,
           privateData,
           timeout: 20_000,
@@ -153,10 +156,10 @@ deviceTest(
 deviceTest(
   "cm rc: closing in any order is safe (CQ, then channel, then the id again)",
   async (env) => {
-    const peer = spawnPeer("cm-rc-server.ts", [env.address, "1"]);
+    const peer = spawnPeer("cm-rc-server.ts", [serverAddress(env), "1"]);
     try {
       const { port } = await peer.next((m) => "ready" in m) as { port: number };
-      const { id, ep } = await session(env.address, port, "order");
+      const { id, ep } = await session(serverAddress(env), port, "order");
       const waiting = id.waitDisconnected();
       // the CQ first: its QP goes first (rdma_destroy_qp), the id stays usable
       ep.cq.close();
