@@ -44,6 +44,7 @@ import {
   cmCounts,
   cmOptions,
   cmTest,
+  errnoAfterPerror,
   eventStatus,
   perror,
   pollOk,
@@ -205,16 +206,16 @@ async function join(node: Node, s: Settings): Promise<void> {
   }
   node.init(s);
   if (!s.sender) node.postRecvs(s);
-  let joined;
+  let ev;
   try {
-    joined = id.joinMulticast(s.group, {
+    ev = await id.joinMulticast(s.group, {
       joinFlags: s.sendOnly ? McJoinFlag.SENDONLY_FULLMEMBER : McJoinFlag.FULLMEMBER,
     });
   } catch (e) {
+    if (!(e instanceof NativeError)) throw e; // a JOIN_ERROR event is the C tool's event line
     perror("mckey: failure joining", e);
-    throw new Status(-1, e);
+    throw new Status(-1, errnoAfterPerror(e));
   }
-  const ev = await joined;
   node.joined = true;
   const a = ev.ud!.ahAttr;
   out(

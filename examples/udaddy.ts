@@ -28,6 +28,7 @@ import {
   type CompletionQueue,
   Errno,
   type MemoryRegion,
+  NativeError,
   type ProtectionDomain,
   QpType,
   type QueuePair,
@@ -234,7 +235,13 @@ async function connectOne(
     throw new Status(-1, e);
   }
   if (s.tos !== undefined) id.setTos(s.tos);
-  await id.resolveRoute({ timeoutMs: 2000 });
+  try {
+    await id.resolveRoute({ timeoutMs: 2000 });
+  } catch (e) {
+    if (!(e instanceof NativeError)) throw e; // a ROUTE_ERROR event is the C tool's event line
+    perror("udaddy: resolve route failed", e);
+    throw new Status(-1, e);
+  }
   if (!fitsMtu(id, s)) throw new Status(-Errno.EINVAL);
   const node = new Node(id, s);
   nodes.push(node);

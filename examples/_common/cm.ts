@@ -80,6 +80,7 @@ export function errnoText(errno: number): string {
  * librdmacm's synchronous calls set (REJECTED: ECONNREFUSED; otherwise the status).
  */
 export function errnoOf(e: unknown): number {
+  if (typeof e === "number") return e;
   if (e instanceof NativeError) return e.errno;
   if (e instanceof CmEventError) {
     if (e.event === CmEventType.REJECTED) return Errno.ECONNREFUSED;
@@ -89,9 +90,21 @@ export function errnoOf(e: unknown): number {
   throw e;
 }
 
-/** `perror(what)`: `what: <strerror>` on stdout's neighbour stderr; rethrows non-library errors. */
+/**
+ * `perror(what)`: `what: <strerror>` on stdout's neighbour stderr; `e` is a library error or an
+ * errno; rethrows anything else.
+ */
 export function perror(what: string, e: unknown): void {
   console.error(`${what}: ${errnoText(errnoOf(e))}`);
+}
+
+/**
+ * The errno C holds after `perror` printed `e`'s: the same, except that glibc's `strerror` sets
+ * EINVAL for a number it has no text for (a kernel-internal errno such as 524).
+ */
+export function errnoAfterPerror(e: unknown): number {
+  const errno = errnoOf(e);
+  return ERRNO_TEXT[errnoName(errno)] === undefined ? Errno.EINVAL : errno;
 }
 
 /**
