@@ -23,7 +23,7 @@ import { checkResource, NativeResource } from "../ffi/resource.ts";
 import { checkWaitOptions, type WaitOptions } from "../poller/wait.ts";
 import type { Context } from "../verbs/context.ts";
 import type { ProtectionDomain } from "../verbs/pd.ts";
-import { type QueuePair, recordQpState } from "../verbs/qp.ts";
+import { qpByNumber, type QueuePair, recordQpState } from "../verbs/qp.ts";
 import type { QpInit } from "../verbs/qp-init.ts";
 import { cmContext } from "./context.ts";
 import { createCmQp } from "./qp.ts";
@@ -124,6 +124,8 @@ export class CmId extends NativeResource implements AsyncDisposable {
   #removed = false;
   #moved = false;
   #qp: QueuePair | null = null;
+  /** The number of a plain verbs QP connected through this id (`qpNum` of connect/accept). */
+  #plainQpNum: number | null = null;
   #pd: ProtectionDomain | null = null;
   /** Objects made for the id (by `createEndpoint`) that close after it, newest first. */
   #owned: NativeResource[] = [];
@@ -236,9 +238,10 @@ export class CmId extends NativeResource implements AsyncDisposable {
    * connection reached. On IB/RoCE librdmacm moves the QP itself and the cached state is right.
    */
   #recordIwarpQpState(state: QpState): void {
-    const qp = this.qp;
-    if (this.closed || !qp || this.transport !== "iwarp") return;
-    recordQpState(qp, state);
+    if (this.closed || this.transport !== "iwarp") return;
+    const qp = this.qp ??
+      (this.#plainQpNum === null ? null : qpByNumber(this.context, this.#plainQpNum));
+    if (qp) recordQpState(qp, state);
   }
 
   /** librdmacm dereferences the id's device on some paths: refuse them before it is bound. */
@@ -428,6 +431,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
       this.#requireDevice("connect", "resolve the address and route first");
       this.#checkUdSupported("rdma_connect");
       const cp = encodeConnParam("connect", param, this.privateDataContext());
+      if (!this.qp && param.qpNum !== undefined) this.#plainQpNum = param.qpNum;
       try {
         checkCall("rdma_connect", native().rdmacm.rdma_connect(this.ptr, cp.ptr));
       } finally {
@@ -467,6 +471,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
     this.#requireDevice("accept", "accept an id from getRequest()");
     this.#checkUdSupported("rdma_accept");
     const cp = encodeConnParam("accept", param, this.privateDataContext());
+    if (!this.qp && param.qpNum !== undefined) this.#plainQpNum = param.qpNum;
     try {
       checkCall("rdma_accept", native().rdmacm.rdma_accept(this.ptr, cp.ptr));
     } finally {

@@ -50,7 +50,7 @@ import type { ProtectionDomain } from "./pd.ts";
 import type { SharedReceiveQueue } from "./srq.ts";
 import type { WorkCompletion } from "./wc.ts";
 import type { Context } from "./context.ts";
-import { forgetObject, rememberObject } from "./objects.ts";
+import { contextObjects, forgetObject, rememberObject } from "./objects.ts";
 
 /** The other end of an RC/UC connection. */
 export interface RemoteEndpoint {
@@ -536,4 +536,12 @@ export function adoptQp(pd: ProtectionDomain, init: QpInit, adopted: Adopted): Q
  */
 export function recordQpState(qp: QueuePair, state: QpState): void {
   if (!qp.closed) setState(qp, state);
+}
+
+/** The open QP numbered `qpNum` of context `ctx`, if this library made it (module-private). */
+export function qpByNumber(ctx: object, qpNum: number): QueuePair | null {
+  for (const o of contextObjects(ctx)) {
+    if (o instanceof QueuePair && !o.closed && o.qpNum === qpNum) return o;
+  }
+  return null;
 }
