@@ -35,7 +35,7 @@ import { native } from "./native.ts";
 import { LIBRARIES } from "./library.ts";
 import { EPOLL_WORKER_SOURCE } from "./epoll-worker.ts";
 import { NativeBlock } from "./memory.ts";
-import { EpollLink, type UringCalls } from "./wait-uring.ts";
+import { EpollLink, type UringCalls, UringWaiter } from "./wait-uring.ts";
 import { takeReady } from "./epoll-ready.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import { dlopen, FFIType } from "bun:ffi";
@@ -324,23 +324,14 @@ export function bindUring(): UringCalls | null {
  * thread and no adoption per wake. The socket is ref'd only while events are wanted. Falls back
  * to the Worker path if the link fails.
  */
-class BunUringWaiter implements EpollWaiter {
-  #o: WaiterOptions;
-  #link: EpollLink;
+class BunUringWaiter extends UringWaiter {
   #socket: AdoptedSocket | null = null;
-  #events: NativeBlock;
-  #fds: Int32Array;
-  #wanted = false;
-  #closed = false;
-  readonly #stopped = (): boolean => this.#closed;
-  #fallback: EpollWaiter | null = null;
+  readonly #readFd: number;
 
   constructor(o: WaiterOptions, link: EpollLink, bun: BunConnect) {
-    this.#o = o;
-    this.#link = link;
-    this.#events = new NativeBlock(o.maxEvents * o.eventSize, 16);
-    this.#fds = new Int32Array(o.maxEvents);
-    const fail = () => this.#fail();
+    super(o, link);
+    this.#readFd = link.readFd;
+    const fail = () => this.fail();
     bun.connect({
       fd: link.readFd,
       socket: {
@@ -348,7 +339,7 @@ class BunUringWaiter implements EpollWaiter {
           this.#socket = socket;
           socket.unref();
         },
-        data: () => this.#ready(),
+        data: () => this.ready(),
         drain() {},
         close: fail,
         error: fail,
@@ -357,51 +348,24 @@ class BunUringWaiter implements EpollWaiter {
     }).catch(fail);
   }
 
-  get kind(): string {
-    return this.#fallback?.kind ?? "bun-uring";
+  protected get name(): string {
+    return "bun-uring";
   }
 
-  want(on: boolean): void {
-    if (this.#closed) return;
-    if (this.#fallback) return this.#fallback.want(on);
-    this.#wanted = on;
-    if (on) {
-      this.#socket?.ref();
-      if (!this.#link.arm()) this.#fail();
-    } else this.#socket?.unref();
+  protected socket(): AdoptedSocket | null {
+    return this.#socket;
   }
 
-  close(release: () => void): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#wanted = false;
-    this.#events.free();
-    if (this.#fallback) return this.#fallback.close(release);
-    this.#teardown();
-    release();
-  }
-
-  #ready(): void {
-    if (this.#closed || this.#fallback) return;
-    if (!this.#link.reap()) return this.#fail();
-    takeReady(this.#o, this.#events, this.#fds, this.#stopped);
-    if (this.#wanted && !this.#closed && !this.#fallback && !this.#link.arm()) this.#fail();
-  }
-
-  #teardown(): void {
+  protected closeReadEnd(): void {
     const s = this.#socket;
     this.#socket = null;
     if (s) s.terminate(); // closes the read end
-    else native().libc.close(this.#link.readFd);
-    this.#link.close();
+    else native().libc.close(this.#readFd);
   }
 
-  /** The link or the adopted socket failed: wait through the socket or the Worker path. */
-  #fail(): void {
-    if (this.#fallback || this.#closed) return;
-    const fallback = this.#fallback = socketOrWorker(this.#o);
-    this.#teardown();
-    if (this.#wanted) fallback.want(true);
+  /** The socket waiter, else the Worker. */
+  protected fallbackWaiter(o: WaiterOptions): EpollWaiter {
+    return socketOrWorker(o);
   }
 }
 

@@ -33,8 +33,8 @@ import { LIBRARIES } from "./library.ts";
 import { NativeBlock } from "./memory.ts";
 import { RdmaError } from "../types/errors.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { EpollLink, type UringCalls } from "./wait-uring.ts";
-import { deliverEvents, takeReady } from "./epoll-ready.ts";
+import { EpollLink, type UringCalls, UringWaiter } from "./wait-uring.ts";
+import { deliverEvents } from "./epoll-ready.ts";
 
 type WaitFn = (
   epfd: number,
@@ -230,71 +230,32 @@ function socketClass(): NetSocketClass | null {
  * process exits; the ring itself never keeps the process alive. If anything fails (no io_uring,
  * a refused submission), the waiter falls back to the nonblocking path and `kind` says so.
  */
-class DenoUringWaiter implements EpollWaiter {
-  #o: WaiterOptions;
-  #link: EpollLink;
-  #socket: NetSocket;
-  #events: NativeBlock;
-  #fds: Int32Array;
-  #wanted = false;
-  #closed = false;
-  readonly #stopped = (): boolean => this.#closed;
-  #fallback: EpollWaiter | null = null;
+class DenoUringWaiter extends UringWaiter {
+  readonly #socket: NetSocket;
 
   constructor(o: WaiterOptions, link: EpollLink, Socket: NetSocketClass) {
-    this.#o = o;
-    this.#link = link;
-    this.#events = new NativeBlock(o.maxEvents * o.eventSize, 16);
-    this.#fds = new Int32Array(o.maxEvents);
+    super(o, link);
     this.#socket = new Socket({ fd: link.readFd, readable: true, writable: false });
-    this.#socket.on("data", () => this.#ready());
-    this.#socket.on("error", () => this.#fail());
+    this.#socket.on("data", () => this.ready());
+    this.#socket.on("error", () => this.fail());
     this.#socket.unref();
   }
 
-  get kind(): string {
-    return this.#fallback?.kind ?? "deno-uring";
+  protected get name(): string {
+    return "deno-uring";
   }
 
-  want(on: boolean): void {
-    if (this.#closed) return;
-    if (this.#fallback) return this.#fallback.want(on);
-    this.#wanted = on;
-    if (on) {
-      this.#socket.ref();
-      if (!this.#link.arm()) this.#fail();
-    } else this.#socket.unref();
+  protected socket(): NetSocket {
+    return this.#socket;
   }
 
-  close(release: () => void): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#wanted = false;
-    this.#events.free();
-    if (this.#fallback) return this.#fallback.close(release);
-    this.#teardown();
-    release();
-  }
-
-  /** A byte arrived: the set was ready when the poll completed. */
-  #ready(): void {
-    if (this.#closed || this.#fallback) return;
-    if (!this.#link.reap()) return this.#fail();
-    takeReady(this.#o, this.#events, this.#fds, this.#stopped);
-    if (this.#wanted && !this.#closed && !this.#fallback && !this.#link.arm()) this.#fail();
-  }
-
-  #teardown(): void {
+  protected closeReadEnd(): void {
     this.#socket.destroy(); // closes the read end
-    this.#link.close();
   }
 
-  /** The link failed: wait through the nonblocking path from now on. */
-  #fail(): void {
-    if (this.#fallback || this.#closed) return;
-    const fallback = this.#fallback = new DenoWaiter(this.#o);
-    this.#teardown();
-    if (this.#wanted) fallback.want(true);
+  /** The nonblocking path. */
+  protected fallbackWaiter(o: WaiterOptions): EpollWaiter {
+    return new DenoWaiter(o);
   }
 }
 

@@ -24,6 +24,8 @@
 import type { NativePointer } from "../types/ctypes.ts";
 import { native } from "./native.ts";
 import { NativeBlock } from "./memory.ts";
+import type { EpollWaiter, WaiterOptions } from "./wait.ts";
+import { takeReady } from "./epoll-ready.ts";
 
 /** An integer or address argument of a raw system call. */
 export type Arg = number | bigint;
@@ -322,5 +324,96 @@ export class EpollLink {
     // the byte arrived: take it, the runtime has not seen this socket yet
     const libc = native().libc;
     return Number(libc.read(this.readFd, this.#byte.ptr, 8)) === 1;
+  }
+}
+
+/** The socket end of a link as the runtime's event loop holds it. */
+export interface LinkSocket {
+  /** Keeps the process alive while events are wanted. */
+  ref(): void;
+  /** Lets an idle process exit. */
+  unref(): void;
+}
+
+/**
+ * The io_uring waiter of both runtimes: the link's poll is armed while events are wanted; a byte
+ * on the socket means the set was ready, so the ready fds are taken and the poll re-armed. If the
+ * link or the socket fails, the runtime's other waiter takes over and `kind` says so. A subclass
+ * only says how its runtime watches the socket: it calls {@link UringWaiter.ready} when a byte
+ * arrives and {@link UringWaiter.fail} when the socket fails.
+ */
+export abstract class UringWaiter implements EpollWaiter {
+  readonly #o: WaiterOptions;
+  readonly #link: EpollLink;
+  readonly #events: NativeBlock;
+  readonly #fds: Int32Array;
+  #wanted = false;
+  #closed = false;
+  readonly #stopped = (): boolean => this.#closed;
+  #fallback: EpollWaiter | null = null;
+
+  /** Sets up the waiter over an open link. */
+  constructor(o: WaiterOptions, link: EpollLink) {
+    this.#o = o;
+    this.#link = link;
+    this.#events = new NativeBlock(o.maxEvents * o.eventSize, 16);
+    this.#fds = new Int32Array(o.maxEvents);
+  }
+
+  /** The kind's name while no fallback is in use. */
+  protected abstract get name(): string;
+  /** The runtime's handle of the link's read end (null until it has one). */
+  protected abstract socket(): LinkSocket | null;
+  /** Closes the link's read end (through the runtime's handle when there is one). */
+  protected abstract closeReadEnd(): void;
+  /** The waiter that takes over when this one fails. */
+  protected abstract fallbackWaiter(o: WaiterOptions): EpollWaiter;
+
+  /** The path in use. */
+  get kind(): string {
+    return this.#fallback?.kind ?? this.name;
+  }
+
+  /** See {@link EpollWaiter.want}. */
+  want(on: boolean): void {
+    if (this.#closed) return;
+    if (this.#fallback) return this.#fallback.want(on);
+    this.#wanted = on;
+    if (on) {
+      this.socket()?.ref();
+      if (!this.#link.arm()) this.fail();
+    } else this.socket()?.unref();
+  }
+
+  /** See {@link EpollWaiter.close}. */
+  close(release: () => void): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#wanted = false;
+    this.#events.free();
+    if (this.#fallback) return this.#fallback.close(release);
+    this.#teardown();
+    release();
+  }
+
+  /** A byte arrived: the set was ready when the poll completed. */
+  protected ready(): void {
+    if (this.#closed || this.#fallback) return;
+    if (!this.#link.reap()) return this.fail();
+    takeReady(this.#o, this.#events, this.#fds, this.#stopped);
+    if (this.#wanted && !this.#closed && !this.#fallback && !this.#link.arm()) this.fail();
+  }
+
+  /** The link or the socket failed: the fallback waiter takes over. */
+  protected fail(): void {
+    if (this.#fallback || this.#closed) return;
+    const fallback = this.#fallback = this.fallbackWaiter(this.#o);
+    this.#teardown();
+    if (this.#wanted) fallback.want(true);
+  }
+
+  #teardown(): void {
+    this.closeReadEnd();
+    this.#link.close();
   }
 }
