@@ -9,20 +9,12 @@
 
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import process from "node:process";
 import { deviceTest, notOnIwarp, test } from "../harness.ts";
+import { ours } from "./examples-common.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const isBun = "Bun" in globalThis;
 const PAIR_TIMEOUT_MS = 120_000;
-
-/** argv that runs an example in this test's own runtime. */
-function ours(tool: string, args: string[]): string[] {
-  const file = `${ROOT}examples/${tool}.ts`;
-  return isBun
-    ? [process.execPath, file, ...args]
-    : [process.execPath, "run", "--allow-all", file, ...args];
-}
 
 interface Result {
   code: number | null;

@@ -26,6 +26,7 @@ import { join } from "node:path";
 import process from "node:process";
 import { native } from "../../ffi/native.ts";
 import { type DeviceEnv, deviceTest } from "../harness.ts";
+import { ours } from "./examples-common.ts";
 import { connect, listen, type RdmaConn } from "../../stream/mod.ts";
 import { ConnectionResetError } from "../../stream/errors.ts";
 import { AbortedError, ClosedError } from "../../types/errors.ts";
@@ -46,14 +47,6 @@ function openFds(): number {
 
 function rssMiB(): number {
   return process.memoryUsage().rss / (1 << 20);
-}
-
-/** argv that runs an example in this test's own runtime. */
-function ours(tool: string, args: string[]): string[] {
-  const file = `${ROOT}examples/${tool}.ts`;
-  return isBun
-    ? [process.execPath, file, ...args]
-    : [process.execPath, "run", "--allow-all", file, ...args];
 }
 
 interface Result {
