@@ -336,6 +336,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
     destination: AddressInput,
     options: ResolveOptions & { source?: AddressInput } = {},
   ): Promise<CmEvent> {
+    options ??= {}; // null is "no options" everywhere
     return this.#start("resolveAddress", [CmEventType.ADDR_RESOLVED], options, () => {
       const timeoutMs = kernelTimeout(options.timeoutMs);
       const dst = NativeBlock.from(encodeSockaddr(destination), SOCKADDR_STORAGE_SIZE);
@@ -360,6 +361,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
    * ROUTE_RESOLVED. Refused with InvalidArgumentError before the address is resolved.
    */
   resolveRoute(options: ResolveOptions = {}): Promise<CmEvent> {
+    options ??= {};
     return this.#start("resolveRoute", [CmEventType.ROUTE_RESOLVED], options, () => {
       const timeoutMs = kernelTimeout(options.timeoutMs);
       this.#requireDevice("resolveRoute", "await resolveAddress first");
@@ -665,6 +667,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
    * MULTICAST_JOIN with the group's UD parameters (QPN 0xffffff, Q_Key, AH attributes).
    */
   joinMulticast(group: AddressInput, options: JoinMulticastOptions = {}): Promise<CmEvent> {
+    options ??= {};
     return this.#start(
       "joinMulticast",
       [CmEventType.MULTICAST_JOIN],
@@ -691,6 +694,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
    * first) unless `options.close` is false. Idempotent; a closed id resolves.
    */
   async disconnect(options: DisconnectOptions = {}): Promise<void> {
+    options ??= {};
     if (this.closed) return;
     checkWaitOptions(options);
     if (options.close !== undefined && typeof options.close !== "boolean") {
