@@ -1,11 +1,11 @@
 // runs on iWARP
-// also across hosts
 /**
  * RC over rdma_cm with QPs created on the CM ids from this library's PD and
  * CQs: connect/accept/exchange/disconnect with the server in another process,
  * 100 sequential cycles without fd growth, 16 simultaneous connections, and
- * reject/private-data checks on the transport's limits. In the two-guest run the peers (the
- * servers) run on the other guest, so every exchange crosses the link.
+ * reject/private-data checks on the transport's limits. The servers' address follows the peer
+ * (`serverAddress`), so the file can run across two guests (peers on guest 1); it is not marked
+ * for the two-guest run yet.
  */
 
 import assert from "node:assert/strict";
