@@ -234,8 +234,11 @@ async function pair(
     const q = extra.indexOf("-q");
     const total = iters * (q >= 0 ? Number(extra[q + 1]) : 1);
     checkBwRow("client", cRows[0], size, total, true);
-    if (tool === "send_bw") checkBwRow("server", sRows[0], size, total, false);
-    else assert.deepEqual(sRows[0], cRows[0], "the server prints the client's report");
+    if (tool === "send_bw" && server === "ours") checkBwRow("server", sRows[0], size, total, false);
+    else if (tool === "send_bw") {
+      // the C receiver's own figures are not ours to check (on siw it can report 0 with -R)
+      assert.deepEqual(sRows[0].slice(0, 2), [size, total], "the C server's bytes and iterations");
+    } else assert.deepEqual(sRows[0], cRows[0], "the server prints the client's report");
   }
   assert.deepEqual(
     addresses(s, "remote"),
