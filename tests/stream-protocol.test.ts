@@ -35,6 +35,7 @@ import {
 } from "../stream/engine.ts";
 import { ProtocolError } from "../stream/errors.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
+import { prng } from "./device/peers/stream-data.ts";
 
 // ---------------------------------------------------------------- wire format
 
@@ -310,19 +311,6 @@ function pair(ca: EngineConfig, cb: EngineConfig = ca): [Side, Side] {
   return [a, b];
 }
 
-/** A small deterministic PRNG (xorshift32). */
-function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 0x1_0000_0000;
-  };
-}
-
 /** Moves WRs and completions in random steps. */
 function step(sides: Side[], rand: () => number): void {
   for (const s of sides) {
@@ -404,7 +392,7 @@ function run(flows: Flow[], sides: Side[], rand: () => number, readMax = 100_000
 for (const iwarp of [false, true]) {
   const mode = iwarp ? "iWARP message sends" : "write with immediate";
   test(`stream engine (${mode}): random writes both directions arrive intact`, () => {
-    const rand = rng(iwarp ? 7 : 3);
+    const rand = prng(iwarp ? 7 : 3);
     // small rings and queues: wrap-around, SGL rewrites and credit stalls happen often
     const c = config({
       sendBufferSize: 8192,
@@ -424,7 +412,7 @@ for (const iwarp of [false, true]) {
   });
 
   test(`stream engine (${mode}): rsocket defaults, large writes, credits never overrun`, () => {
-    const rand = rng(iwarp ? 11 : 5);
+    const rand = prng(iwarp ? 11 : 5);
     const [a, b] = pair(config({ messageSend: iwarp }));
     const sizes = () => 1 + Math.floor(rand() * (1 << 20));
     run([flow(a, b, 3, 8 << 20, sizes), flow(b, a, 4, 4 << 20, sizes)], [a, b], rand);
@@ -493,7 +481,7 @@ test("stream engine: the sender stops at zero credits and resumes on the grant",
 
 test("stream engine: closeWrite gives the peer end of stream after the last byte", () => {
   const [a, b] = pair(config());
-  const rand = rng(9);
+  const rand = prng(9);
   const data = new Uint8Array(200_000);
   pattern(5, 0, data.length, data);
   let off = 0;
@@ -534,7 +522,7 @@ test("stream engine: closeWrite gives the peer end of stream after the last byte
 
 test("stream engine: a big-endian peer gets its SGL entries and messages in its order", () => {
   for (const iwarp of [false, true]) {
-    const rand = rng(13);
+    const rand = prng(13);
     const little = config({ messageSend: iwarp, receiveBufferSize: 8192, receiveQueueDepth: 16 });
     const big = { ...little, bigEndian: true };
     const [a, b] = pair(little, big);
