@@ -5,14 +5,14 @@
  * print the C tool's progress lines through "data transfers complete" and "return
  * status 0". mckey: a receiver joins first (its "joined" line is awaited), then a
  * sender of the other kind joins and sends; the receiver must count every datagram.
- * The CLI tests (`--help`, bad arguments) need no device.
+ * The CLI tests (`--help`, bad arguments) are host tests: tests/cli.test.ts.
  */
 
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import process from "node:process";
-import { deviceTest, notOnIwarp, test } from "../harness.ts";
-import { account, assertLines } from "./examples-common.ts";
+import { deviceTest, notOnIwarp } from "../harness.ts";
+import { assertLines } from "./examples-common.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const isBun = "Bun" in globalThis;
@@ -191,26 +191,3 @@ for (
     }
   }, { timeout: 120_000, ...IB_ONLY });
 }
-
-for (const tool of ["udaddy", "mckey"]) {
-  test(`examples: ${tool} --help exits 0 with the usage and the permissions`, async () => {
-    const r = await run(ours(tool, ["--help"]));
-    assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /^Usage:/);
-    assert.match(r.stdout, /Deno permissions: --allow-ffi/);
-  });
-  test(`examples: ${tool} with a bad argument prints the usage, exits 1, no stack trace`, async () => {
-    for (const argv of [["--no-such-flag"], ["-C", "many"]]) {
-      const r = await run(ours(tool, argv));
-      assert.equal(r.code, 1, account(tool, r));
-      assert.match(r.stderr, /Usage:/);
-      assert.doesNotMatch(r.stderr, /^\s+at /m);
-    }
-  });
-}
-
-test("examples: mckey without -m is a usage error", async () => {
-  const r = await run(ours("mckey", ["-s"]));
-  assert.equal(r.code, 1);
-  assert.match(r.stderr, /-m multicast_address is required/);
-});

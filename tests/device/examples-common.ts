@@ -18,12 +18,17 @@ export const isBun = "Bun" in globalThis;
 /** The runtime's name, for test names and logs. */
 export const runtime = isBun ? "bun" : "deno";
 
-/** argv that runs example `tool` in this test's own runtime. */
-export function ours(tool: string, args: readonly string[]): string[] {
-  const file = `${ROOT}examples/${tool}.ts`;
+/** argv that runs the script `path` (relative to the package root) in this test's own runtime. */
+export function oursAt(path: string, args: readonly string[]): string[] {
+  const file = `${ROOT}${path}`;
   return isBun
     ? [process.execPath, file, ...args]
     : [process.execPath, "run", "--allow-all", file, ...args];
+}
+
+/** argv that runs example `tool` in this test's own runtime. */
+export function ours(tool: string, args: readonly string[]): string[] {
+  return oursAt(`examples/${tool}.ts`, args);
 }
 
 /** How a tool ended. */

@@ -9,7 +9,7 @@
  */
 
 import assert from "node:assert/strict";
-import { deviceTest, notOnIwarp, test } from "../harness.ts";
+import { deviceTest, notOnIwarp } from "../harness.ts";
 import {
   account,
   assertLines,
@@ -260,16 +260,3 @@ deviceTest(
     }
   },
 );
-
-for (const tool of ["uc_pingpong", "rdma_server", "rdma_client", "ucmatose", "cmtime"]) {
-  test(`examples: ${tool} --help and a bad argument`, async () => {
-    const h = await run(ours(tool, ["--help"]), 60_000);
-    assert.equal(h.code, 0, account(tool, h));
-    assert.match(h.stdout, /^Usage:/);
-    assert.match(h.stdout, /Deno permissions: --allow-ffi/);
-    const b = await run(ours(tool, ["--no-such-flag"]), 60_000);
-    assert.equal(b.code, 1, account(tool, b));
-    assert.match(b.stderr, /Usage:/);
-    assert.doesNotMatch(b.stderr, /^\s+at /m);
-  });
-}

@@ -4,12 +4,12 @@
  * runtime that runs this test. Both sides must succeed, report the same bytes and
  * iterations, and each side's "remote address" must be the other's "local address".
  * devinfo must print every line `ibv_devinfo` (and `-v`) prints. The CLI tests
- * (`--help`, bad arguments) need no device.
+ * (`--help`, bad arguments) are host tests: tests/cli.test.ts.
  */
 
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { deviceTest, notOnIwarp, test } from "../harness.ts";
+import { deviceTest, notOnIwarp } from "../harness.ts";
 import { ours } from "./examples-common.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -261,27 +261,6 @@ deviceTest(
   },
 );
 
-for (const tool of ["devinfo", "rc_pingpong", "uc_pingpong", "ud_pingpong", "srq_pingpong"]) {
-  test(`examples: ${tool} --help exits 0 with the usage and the permissions`, async () => {
-    const r = await run(ours(tool, ["--help"]), 60_000);
-    assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /^Usage:/);
-    assert.match(r.stdout, /Deno permissions: --allow-ffi/);
-  });
-  test(`examples: ${tool} with a bad argument prints the usage, exits 1, no stack trace`, async () => {
-    const r = await run(ours(tool, ["--no-such-flag"]), 60_000);
-    assert.equal(r.code, 1);
-    assert.match(r.stderr, /Usage:/);
-    assert.doesNotMatch(r.stderr, /^\s+at /m);
-  });
-}
-
-test("examples: a non-numeric count is a usage error", async () => {
-  const r = await run(ours("rc_pingpong", ["-n", "many"]), 60_000);
-  assert.equal(r.code, 1);
-  assert.match(r.stderr, /--iters: not a number: "many"/);
-});
-
 /** The ping text the C client writes for ping `n` of `size` bytes (without the NUL). */
 function pingText(n: number, size: number): string {
   let s = `rdma-ping-${n}: `;
@@ -326,16 +305,4 @@ for (const dir of ["our server, C client", "C server, our client"] as const) {
     assert.deepEqual(cLines, expected.map((t) => `ping data: ${t}`));
     assert.deepEqual(sLines, expected.map((t) => `server ping data: ${t}`));
   }, { timeout: 3 * PAIR_TIMEOUT_MS, needs: notOnIwarp("the VM's iWARP run (rxe only here)") });
-}
-
-for (const tool of ["rping"]) {
-  test(`examples: ${tool} --help and a bad argument`, async () => {
-    const h = await run(ours(tool, ["--help"]), 60_000);
-    assert.equal(h.code, 0, h.stderr);
-    assert.match(h.stdout, /^Usage:/);
-    const b = await run(ours(tool, ["-c"]), 60_000);
-    assert.equal(b.code, 1);
-    assert.match(b.stderr, /the client needs -a addr/);
-    assert.doesNotMatch(b.stderr, /^\s+at /m);
-  });
 }

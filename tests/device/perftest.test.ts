@@ -5,13 +5,14 @@
  * with -R (rdma_cm). Both sides must exit 0, print perftest's table header, one row per size
  * with the right byte and iteration counts and sane numbers (finite, positive, ordered like
  * perftest's statistics; never a timing threshold), and each side's remote QP must be the
- * other's local QP. The CLI tests need no device.
+ * other's local QP. The CLI tests are in
+ * tests/cli.test.ts.
  */
 
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import process from "node:process";
-import { type DeviceEnv, deviceEnv, deviceTest, test } from "../harness.ts";
+import { type DeviceEnv, deviceEnv, deviceTest } from "../harness.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const isBun = "Bun" in globalThis;
@@ -343,31 +344,3 @@ deviceTest("perftest: --json prints one object per size with perftest's keys", a
   assert.equal(objs[0].n_iterations, 50);
   for (const k of ["BW_peak", "BW_average", "MsgRate"]) assert.equal(typeof objs[0][k], "number");
 }, { timeout: 2 * RUN_TIMEOUT_MS });
-
-test("perftest: every tool's --help exits 0 with the usage and the permissions", async () => {
-  const runs = await Promise.all(TOOLS.map((tool) => start(ours(tool, ["--help"]), 60_000)));
-  runs.forEach((r, i) => {
-    assert.equal(r.code, 0, `${TOOLS[i]}: ${r.stderr}`);
-    assert.match(r.stdout, /^Usage:/, TOOLS[i]);
-    assert.match(r.stdout, /Deno permissions: --allow-ffi/, TOOLS[i]);
-  });
-});
-
-test("perftest: bad arguments print the usage and exit 1, no stack trace", async () => {
-  for (
-    const [tool, args, msg] of [
-      ["send_lat", ["--no-such-flag"], /no-such-flag/],
-      ["write_bw", ["-e"], /Unknown option '-e'/],
-      ["atomic_lat", ["-s", "16"], /Message size cannot be changed for Atomic tests/],
-      ["read_bw", ["-c", "UD"], /UD connection only possible in SEND verb/],
-      ["send_bw", ["-n", "many"], /--iters: not a number/],
-      ["send_lat", ["-q", "2"], /Unknown option '-q'/],
-    ] as [Tool, string[], RegExp][]
-  ) {
-    const r = await start(ours(tool, args), 60_000);
-    assert.equal(r.code, 1, `${tool} ${args.join(" ")}`);
-    assert.match(r.stderr, msg);
-    assert.match(r.stderr, /Usage:/);
-    assert.doesNotMatch(r.stderr, /^\s+at /m);
-  }
-});

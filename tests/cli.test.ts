@@ -1,0 +1,95 @@
+/**
+ * The command-line surface of the example tools and the perftest tools, which needs no device:
+ * `--help` exits 0 with the usage and the permissions, a bad argument prints the usage and
+ * exits 1 without a stack trace. Run on the host (a process start in the emulated guest costs
+ * seconds); the tools' device behaviour is tested in tests/device/.
+ */
+
+import assert from "node:assert/strict";
+import { test } from "./harness.ts";
+import { account, ours, oursAt, run } from "./device/examples-common.ts";
+
+const EXAMPLES = [
+  "devinfo",
+  "rc_pingpong",
+  "uc_pingpong",
+  "ud_pingpong",
+  "srq_pingpong",
+  "rping",
+  "udaddy",
+  "mckey",
+  "rdma_server",
+  "rdma_client",
+  "ucmatose",
+  "cmtime",
+  "rstream",
+  "rcopy",
+];
+
+const PERFTEST = [
+  "send_lat",
+  "write_lat",
+  "read_lat",
+  "atomic_lat",
+  "send_bw",
+  "write_bw",
+  "read_bw",
+  "atomic_bw",
+];
+
+/** Runs all of `argvs` at once (the starts dominate) and returns their ends in order. */
+function runAll(argvs: string[][]) {
+  return Promise.all(argvs.map((argv) => run(argv, 60_000)));
+}
+
+test("cli: every example's and perftest tool's --help exits 0 with the usage and the permissions", async () => {
+  const tools = [
+    ...EXAMPLES.map((t) => ({ name: t, argv: ours(t, ["--help"]) })),
+    ...PERFTEST.map((t) => ({ name: t, argv: oursAt(`bench/perftest/${t}.ts`, ["--help"]) })),
+  ];
+  const ends = await runAll(tools.map((t) => t.argv));
+  ends.forEach((r, i) => {
+    const name = tools[i].name;
+    assert.equal(r.code, 0, account(name, r));
+    assert.match(r.stdout, /^Usage:/, name);
+    assert.match(r.stdout, /Deno permissions: --allow-ffi/, name);
+  });
+});
+
+test("cli: an unknown flag prints the usage and exits 1, no stack trace", async () => {
+  const tools = EXAMPLES.filter((t) => t !== "rping");
+  const ends = await runAll(tools.map((t) => ours(t, ["--no-such-flag"])));
+  ends.forEach((r, i) => {
+    assert.equal(r.code, 1, account(tools[i], r));
+    assert.match(r.stderr, /Usage:/, tools[i]);
+    assert.doesNotMatch(r.stderr, /^\s+at /m, tools[i]);
+  });
+});
+
+test("cli: bad values are usage errors that name the problem, no stack trace", async () => {
+  const cases: [string, string[], RegExp][] = [
+    ["examples/rc_pingpong.ts", ["-n", "many"], /--iters: not a number: "many"/],
+    ["examples/udaddy.ts", ["-C", "many"], /Usage:/],
+    ["examples/mckey.ts", ["-C", "many"], /Usage:/],
+    ["examples/mckey.ts", ["-s"], /-m multicast_address is required/],
+    ["examples/rping.ts", ["-c"], /the client needs -a addr/],
+    ["bench/perftest/send_lat.ts", ["--no-such-flag"], /no-such-flag/],
+    ["bench/perftest/write_bw.ts", ["-e"], /Unknown option '-e'/],
+    [
+      "bench/perftest/atomic_lat.ts",
+      ["-s", "16"],
+      /Message size cannot be changed for Atomic tests/,
+    ],
+    ["bench/perftest/read_bw.ts", ["-c", "UD"], /UD connection only possible in SEND verb/],
+    ["bench/perftest/send_bw.ts", ["-n", "many"], /--iters: not a number/],
+    ["bench/perftest/send_lat.ts", ["-q", "2"], /Unknown option '-q'/],
+  ];
+  const ends = await runAll(cases.map(([path, args]) => oursAt(path, args)));
+  ends.forEach((r, i) => {
+    const [path, args, msg] = cases[i];
+    const what = `${path} ${args.join(" ")}`;
+    assert.equal(r.code, 1, account(what, r));
+    assert.match(r.stderr, msg, what);
+    assert.doesNotMatch(r.stderr, /^\s+at /m, what);
+  });
+});
