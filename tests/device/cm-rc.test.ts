@@ -1,28 +1,24 @@
 // runs on iWARP
+// also across hosts
 /**
  * RC over rdma_cm with QPs created on the CM ids from this library's PD and
  * CQs: connect/accept/exchange/disconnect with the server in another process,
  * 100 sequential cycles without fd growth, 16 simultaneous connections, and
  * reject/private-data checks on the transport's limits. The servers' address follows the peer
- * (`serverAddress`), so the file can run across two guests (peers on guest 1); it is not marked
- * for the two-guest run yet.
+ * (`serverAddress`): in the two-guest run the servers run on guest 1.
  */
 
 import assert from "node:assert/strict";
-import { type DeviceEnv, deviceTest } from "../harness.ts";
+import { deviceTest } from "../harness.ts";
 import { cmConnect } from "../../cm/connect.ts";
 import { privateDataLimit } from "../../cm/conn_param.ts";
 import { ClosedError, CmEventError, InvalidArgumentError } from "../../types/errors.ts";
 import { CmEventType, PrivateDataLimits } from "../../types/enums.ts";
 import { Endpoint } from "./peers/endpoint.ts";
-import { hasRemotePeer, peerAddress, spawnPeer, text } from "./peers/spawn.ts";
+import { serverAddress, spawnPeer, text } from "./peers/spawn.ts";
 import { openFds, session } from "./peers/session.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
-
-/** Where the peer (the server) listens: the other guest's address in a two-guest run. */
-const serverAddress = (env: DeviceEnv) =>
-  hasRemotePeer() ? peerAddress(env.transport === "iwarp" ? "siw" : "rxe") : env.address;
 
 deviceTest(
   "cm rc: connect, accept, exchange data, disconnect (server in another process)",

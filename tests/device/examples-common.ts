@@ -51,9 +51,16 @@ export interface Started {
 
 const alive = new Set<Proc>();
 
-/** Starts `argv` on this machine; it is killed after `timeoutMs`. */
-export function start(argv: string[], timeoutMs = 90_000): Started {
-  const proc = spawnRemote(argv, { local: true, cwd: ROOT });
+/**
+ * Starts `argv` on this machine, or with `where: "peer"` on the peer guest of a two-guest run
+ * (this machine otherwise); it is killed after `timeoutMs`.
+ */
+export function start(
+  argv: string[],
+  timeoutMs = 90_000,
+  where: "here" | "peer" = "here",
+): Started {
+  const proc = spawnRemote(argv, { local: where === "here", cwd: ROOT });
   alive.add(proc);
   const timer = setTimeout(() => proc.kill(), timeoutMs);
   const ended = proc.exited.then((code) => {

@@ -92,6 +92,16 @@ export function peerAddress(transport: "rxe" | "siw" = "rxe"): string {
 }
 
 /**
+ * Where a server started through {@link spawnRemote} or {@link spawnPeer} listens: the peer
+ * guest's address for the device's transport in a two-guest run, else the device's own address.
+ */
+export function serverAddress(device: { transport: "ib" | "iwarp"; address: string }): string {
+  return hasRemotePeer()
+    ? peerAddress(device.transport === "iwarp" ? "siw" : "rxe")
+    : device.address;
+}
+
+/**
  * Runs `argv` on the peer guest when there is one (see {@link hasRemotePeer}),
  * else here. Same paths on both guests: they share the host's root and the
  * working directory.
