@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { test } from "./harness.ts";
-import { account, ours, oursAt, run } from "./device/examples-common.ts";
+import { account, ours, oursAt, PERFTEST_TOOLS, run } from "./device/examples-common.ts";
 
 const EXAMPLES = [
   "devinfo",
@@ -26,17 +26,6 @@ const EXAMPLES = [
   "rcopy",
 ];
 
-const PERFTEST = [
-  "send_lat",
-  "write_lat",
-  "read_lat",
-  "atomic_lat",
-  "send_bw",
-  "write_bw",
-  "read_bw",
-  "atomic_bw",
-];
-
 /** Runs all of `argvs` at once (the starts dominate) and returns their ends in order. */
 function runAll(argvs: string[][]) {
   return Promise.all(argvs.map((argv) => run(argv, 60_000)));
@@ -45,7 +34,7 @@ function runAll(argvs: string[][]) {
 test("cli: every example's and perftest tool's --help exits 0 with the usage and the permissions", async () => {
   const tools = [
     ...EXAMPLES.map((t) => ({ name: t, argv: ours(t, ["--help"]) })),
-    ...PERFTEST.map((t) => ({ name: t, argv: oursAt(`bench/perftest/${t}.ts`, ["--help"]) })),
+    ...PERFTEST_TOOLS.map((t) => ({ name: t, argv: oursAt(`bench/perftest/${t}.ts`, ["--help"]) })),
   ];
   const ends = await runAll(tools.map((t) => t.argv));
   ends.forEach((r, i) => {

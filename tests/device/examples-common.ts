@@ -18,6 +18,18 @@ export const isBun = "Bun" in globalThis;
 /** The runtime's name, for test names and logs. */
 export const runtime = isBun ? "bun" : "deno";
 
+/** The perftest tools of bench/perftest. */
+export const PERFTEST_TOOLS = [
+  "send_lat",
+  "write_lat",
+  "read_lat",
+  "atomic_lat",
+  "send_bw",
+  "write_bw",
+  "read_bw",
+  "atomic_bw",
+] as const;
+
 /** argv that runs the script `path` (relative to the package root) in this test's own runtime. */
 export function oursAt(path: string, args: readonly string[]): string[] {
   const file = `${ROOT}${path}`;

@@ -13,30 +13,14 @@ import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import process from "node:process";
 import { type DeviceEnv, deviceEnv, deviceTest } from "../harness.ts";
+import { PERFTEST_TOOLS } from "./examples-common.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const isBun = "Bun" in globalThis;
 const RUN_TIMEOUT_MS = 90_000;
 
-type Tool =
-  | "send_lat"
-  | "write_lat"
-  | "read_lat"
-  | "atomic_lat"
-  | "send_bw"
-  | "write_bw"
-  | "read_bw"
-  | "atomic_bw";
-const TOOLS: Tool[] = [
-  "send_lat",
-  "write_lat",
-  "read_lat",
-  "atomic_lat",
-  "send_bw",
-  "write_bw",
-  "read_bw",
-  "atomic_bw",
-];
+type Tool = typeof PERFTEST_TOOLS[number];
+const TOOLS = PERFTEST_TOOLS;
 
 /** argv of one of our tools in this test's runtime. */
 function ours(tool: Tool, args: string[]): string[] {
