@@ -57,20 +57,46 @@ export async function nextEvent<T>(
   }
 }
 
+/** The watches the event streams of each source (a device context) hold on its fd. */
+const sourceWatches = new WeakMap<object, Set<FdWatch>>();
+
+/**
+ * Ends every event stream of `source`: their watches close, so the streams end instead of
+ * waiting on an fd that is about to be closed (and whose number may be reused). The owner calls
+ * it before it closes the fd (the verbs `Context` does).
+ */
+export function endEventStreams(source: object): void {
+  const watches = sourceWatches.get(source);
+  sourceWatches.delete(source);
+  for (const w of watches ?? []) w.close();
+}
+
 /**
  * Events from `fd` as an async iterable: yields each non-null `read()` result, draining until
  * null before waiting. `timeout` bounds each wait for the next event, `signal` the whole
- * stream (both throw AbortedError); the stream ends when its watch is closed.
+ * stream (both throw AbortedError); the stream ends when its watch is closed, and with
+ * `source` when {@link endEventStreams} is called for it.
  */
 export async function* eventStream<T>(
   fd: number,
   read: () => T | null,
   options: EventStreamOptions = {},
+  source?: object,
 ): AsyncGenerator<T, void, undefined> {
   const { watch, owned } = watchFor(fd, options.poller ?? Poller.default());
+  if (source) {
+    let set = sourceWatches.get(source);
+    if (!set) sourceWatches.set(source, set = new Set());
+    set.add(watch);
+  }
   try {
     for (;;) {
-      for (let ev = read(); ev !== null; ev = read()) yield ev;
+      if (watch.closed) return;
+      const ev = read();
+      if (ev !== null) {
+        yield ev;
+        continue;
+      }
       try {
         await watch.readable(options);
       } catch (e) {
@@ -79,6 +105,7 @@ export async function* eventStream<T>(
       }
     }
   } finally {
+    if (source) sourceWatches.get(source)?.delete(watch);
     if (owned) watch.close();
   }
 }
@@ -91,10 +118,13 @@ export interface AsyncEventSource<T> {
   getAsyncEvent(): T | null;
 }
 
-/** A device's async events (port changes, QP/CQ/SRQ errors, ...) as an async iterable. */
+/**
+ * A device's async events (port changes, QP/CQ/SRQ errors, ...) as an async iterable; it ends
+ * when the context closes.
+ */
 export function asyncEvents<T>(
   context: AsyncEventSource<T>,
   options: EventStreamOptions = {},
 ): AsyncGenerator<T, void, undefined> {
-  return eventStream(context.asyncFd, () => context.getAsyncEvent(), options);
+  return eventStream(context.asyncFd, () => context.getAsyncEvent(), options, context);
 }

@@ -473,3 +473,24 @@ deviceTest("poller: a CQ overrun raises CQ_ERR through the poller", async (env) 
   assert.equal(ev?.cq, cq);
   void AbortedError;
 });
+
+deviceTest(
+  "poller: an async-event stream waiting when its context closes ends at once",
+  async (env) => {
+    const ctx = openDevice(env.device);
+    const seen: string[] = [];
+    const ended = (async () => {
+      for await (const ev of asyncEvents(ctx, { timeout: 30_000 })) seen.push(ev.typeName);
+      return "ended";
+    })().catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 50)); // the stream waits on the async fd now
+    const t0 = performance.now();
+    ctx.close();
+    const result = await Promise.race([
+      ended,
+      new Promise((r) => setTimeout(() => r("still waiting after 5 s"), 5000)),
+    ]);
+    assert.equal(result, "ended", `the stream ended cleanly (events: ${seen.join(",")})`);
+    console.log(`async-event stream ended ${(performance.now() - t0).toFixed(1)} ms after close`);
+  },
+);
