@@ -143,12 +143,28 @@ export function port(): number {
 /** The two directions of an interop pair. */
 export const DIRECTIONS = ["our server, C client", "C server, our client"] as const;
 
+/** One direction of an interop pair. */
+export type Direction = typeof DIRECTIONS[number];
+
+/** Every interop pair in both runtimes (`RDMA_INTEROP_FULL=1`, bench/reliability.sh). */
+export const INTEROP_FULL = process.env.RDMA_INTEROP_FULL === "1";
+
+/**
+ * The directions an interop pair runs in within the suite: both for a tool's base case; for its
+ * variants one per runtime (Deno: our server, Bun: our client), so that a CI run covers every
+ * variant both ways across the two runtimes at half the process starts (each costs seconds in
+ * the emulated guest). With {@link INTEROP_FULL} both everywhere.
+ */
+export function directionsFor(base: boolean): readonly Direction[] {
+  return base || INTEROP_FULL ? DIRECTIONS : [DIRECTIONS[isBun ? 1 : 0]];
+}
+
 /**
  * argv of the server and the client of a pair in `dir`: ours runs `examples/<tool>.ts`, the C
  * side the installed program of the same name.
  */
 export function pair(
-  dir: typeof DIRECTIONS[number],
+  dir: Direction,
   tools: { readonly server: string; readonly client: string },
   server: readonly string[],
   client: readonly string[],

@@ -5,7 +5,8 @@
  * server with the C client and the reverse), mckey's send-only join (`-o`) both ways, and the
  * options the soft providers refuse (`mckey -l`, `mckey -M`, `udaddy -f gid`, rc_pingpong's
  * `-o -O -P -t -j`), where ours must end exactly as the C tool does on the same device. Servers
- * are awaited through `rdma res show cm_id` (LISTEN), never a fixed delay.
+ * are awaited through `rdma res show cm_id` (LISTEN), never a fixed delay. `ucmatose -m` runs one
+ * way per runtime (`directionsFor`; RDMA_INTEROP_FULL=1: both).
  */
 
 import assert from "node:assert/strict";
@@ -14,6 +15,7 @@ import {
   account,
   assertLines,
   DIRECTIONS,
+  directionsFor,
   type Ended,
   killAll,
   ours,
@@ -71,7 +73,7 @@ const MIGRATE = ["migrating to new event channel"];
 const END = ["test complete", "return status 0"];
 
 for (const migrate of [false, true]) {
-  for (const dir of DIRECTIONS) {
+  for (const dir of directionsFor(!migrate)) {
     const label = `${migrate ? "-m, " : ""}${dir}`;
     deviceTest(`examples: ucmatose ${label} (${runtime})`, async (env) => {
       const p = port();

@@ -3,14 +3,15 @@
  * tool, our server with the C client and the C server with our client (and `-e`), in the
  * runtime that runs this test. Both sides must succeed, report the same bytes and
  * iterations, and each side's "remote address" must be the other's "local address".
- * devinfo must print every line `ibv_devinfo` (and `-v`) prints. The CLI tests
+ * devinfo must print every line `ibv_devinfo` (and `-v`) prints. A tool's first variant runs both
+ * ways, its other variants one way per runtime (`directionsFor`; RDMA_INTEROP_FULL=1: all). The CLI tests
  * (`--help`, bad arguments) are host tests: tests/cli.test.ts.
  */
 
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { deviceTest, notOnIwarp } from "../harness.ts";
-import { ours } from "./examples-common.ts";
+import { directionsFor, ours } from "./examples-common.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const isBun = "Bun" in globalThis;
@@ -153,8 +154,8 @@ function pingpongSuite(
   variants: { label: string; flags: string[]; qps?: number }[],
 ): void {
   const cTool = `ibv_${tool}_pingpong`;
-  for (const v of variants) {
-    for (const dir of ["our server, C client", "C server, our client"] as const) {
+  for (const [i, v] of variants.entries()) {
+    for (const dir of directionsFor(i === 0)) {
       deviceTest(`examples: ${tool}_pingpong ${v.label}: ${dir}`, async (env) => {
         const iters = 200;
         const common = ["-d", env.device, "-i", String(env.port), "-g", String(env.gidIndex)];

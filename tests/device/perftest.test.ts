@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import process from "node:process";
 import { type DeviceEnv, deviceEnv, deviceTest } from "../harness.ts";
-import { PERFTEST_TOOLS } from "./examples-common.ts";
+import { DIRECTIONS, directionsFor, INTEROP_FULL, PERFTEST_TOOLS } from "./examples-common.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const isBun = "Bun" in globalThis;
@@ -254,17 +254,19 @@ const noAtomicsOnIwarp = (tool: Tool) => (env: DeviceEnv) =>
   env.transport === "iwarp" && tool.startsWith("atomic") ? "soft-iWARP has no atomics" : false;
 
 /**
- * The suite (CI) runs every tool against the C tool both ways, over TCP and, on iWARP, with -R;
- * ours against ours and the -R pairs on IB/RoCE for two tools only (each pair costs two process
- * start-ups in the emulated guest). `RDMA_PERFTEST_FULL=1` runs every pair of every tool.
+ * The suite (CI) runs every tool against the C tool, over TCP and, on iWARP, with -R: two tools
+ * (send_lat, write_bw) both ways, ours against ours, and with -R on IB/RoCE; the others one way
+ * per runtime (`directionsFor`: each way once across the two runtimes). Each pair costs two
+ * process start-ups in the emulated guest. `RDMA_INTEROP_FULL=1` runs every pair of every tool.
  */
-const FULL = process.env.RDMA_PERFTEST_FULL === "1";
 const SAMPLED: readonly Tool[] = ["send_lat", "write_bw"];
-const inSuite = (tool: Tool) => FULL || SAMPLED.includes(tool);
+const inSuite = (tool: Tool) => INTEROP_FULL || SAMPLED.includes(tool);
+const againstC = (tool: Tool): (readonly [Kind, Kind])[] =>
+  directionsFor(inSuite(tool)).map((d) => d === DIRECTIONS[0] ? ["ours", "C"] : ["C", "ours"]);
 
 for (const tool of TOOLS) {
   // over TCP: against the C tool both ways, and ours against ours (IB/RoCE)
-  const tcp: (readonly [Kind, Kind])[] = [["ours", "C"], ["C", "ours"]];
+  const tcp = againstC(tool);
   if (inSuite(tool)) tcp.unshift(["ours", "ours"]);
   for (const [server, client] of tcp) {
     deviceTest(
@@ -274,9 +276,7 @@ for (const tool of TOOLS) {
     );
   }
   // with -R: against the C tool both ways; ours against ours where TCP cannot run (iWARP)
-  const cm: (readonly [Kind, Kind])[] = iwarp || inSuite(tool)
-    ? [["ours", "C"], ["C", "ours"]]
-    : [];
+  const cm = iwarp || inSuite(tool) ? againstC(tool) : [];
   if (iwarp && inSuite(tool)) cm.unshift(["ours", "ours"]);
   for (const [server, client] of cm) {
     deviceTest(
