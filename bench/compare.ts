@@ -12,7 +12,8 @@
  *
  * Environment: RDMA_DEVICE, RDMA_GID_INDEX, RDMA_GUEST_IP (set by scripts/softroce-vm).
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { release } from "node:os";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import process from "node:process";
@@ -200,10 +201,18 @@ const ratio = (x: number[], c: number[]) => {
 };
 
 const date = new Date().toISOString().slice(0, 10);
+/** `cmd --version`'s first version-looking word. */
+function versionOf(cmd: string): string {
+  const out = spawnSync(cmd, ["--version"], { encoding: "utf8" });
+  return `${out.stdout ?? ""}${out.stderr ?? ""}`.match(/\d+\.\d+(\.\d+)?/)?.[0] ?? "?";
+}
 const lines = [
   `Measured ${date} on ${device} (${
     env.RDMA_VM === "1" ? "soft-RoCE guest, QEMU TCG" : "local device"
   }), ` +
+  `kernel ${release()}, Deno ${versionOf(deno)}, Bun ${versionOf(bun)}, rdma-core's perftest ${
+    versionOf("ib_send_lat")
+  }; ` +
   `${ROUNDS} interleaved rounds; medians with min–max. Ratios: ours / C (latency: lower is better; ` +
   `bandwidth and message rate: higher is better).`,
   "",
