@@ -744,6 +744,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
     // a migrated id lives on in the object of its new channel
     const rc = this.#moved ? 0 : n.rdmacm.rdma_destroy_id(this.ptr);
     const errno = rc !== 0 ? n.errno() : 0;
+    if (this.#removed) releaseRemovedDevices();
     let first: unknown = null;
     for (const r of this.#owned.splice(0).reverse()) {
       try {
@@ -825,6 +826,18 @@ export function adoptId(channel: CmEventChannel, ptr: NativePointer): CmId {
  */
 export function ownChannel(id: CmId): void {
   ownedByIds.add(id.channel);
+}
+
+/**
+ * librdmacm keeps a context open on every device it has used, a removed one too, until it next
+ * syncs its device list; the kernel finishes a removal only once every context of the device is
+ * closed. Syncing (`rdma_get_devices`) once an id that saw DEVICE_REMOVAL is destroyed lets
+ * librdmacm close the removed device's context when no id uses it any more.
+ */
+function releaseRemovedDevices(): void {
+  const cm = native().rdmacm;
+  const list = cm.rdma_get_devices(null);
+  if (list !== null) cm.rdma_free_devices(list);
 }
 
 /**
