@@ -190,7 +190,15 @@ for (let round = 0; round < ROUNDS; round++) {
 }
 
 const fmt = (v: number) =>
-  !Number.isFinite(v) ? "–" : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+  !Number.isFinite(v)
+    ? "–"
+    : v >= 100
+    ? v.toFixed(0)
+    : v >= 10
+    ? v.toFixed(1)
+    : v >= 1
+    ? v.toFixed(2)
+    : v.toPrecision(3); // message rates in Mpps: three significant digits
 const spread = (xs: number[]) =>
   xs.length ? `${fmt(median(xs))} (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})` : "–";
 const unit = (w: Workload) =>
