@@ -19,7 +19,7 @@ import { native } from "../ffi/native.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { useWaiter, waiterKinds } from "../ffi/wait.ts";
 import { awaitCompletions, Poller, WaitList, type WaitOptions } from "../poller/mod.ts";
-import { unwatchChannel } from "../poller/completions.ts";
+import { closeWatchesOf } from "../poller/poller.ts";
 import { numberArg, runtimeName } from "./wakeup-lib.ts";
 
 const rounds = numberArg(0, 5);
@@ -142,7 +142,7 @@ for (const kind of waiterKinds()) {
     cq.complete();
     await p;
   }).close = () => {
-    unwatchChannel(channel);
+    closeWatchesOf(channel);
     poller.close();
     n.libc.close(channel.fd);
   };

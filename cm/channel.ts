@@ -15,7 +15,7 @@ import { setNonBlocking } from "../ffi/fd.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { isInstance, NativeResource } from "../ffi/resource.ts";
 import type { HoldCounter } from "../poller/wait.ts";
-import { type FdWatch, Poller } from "../poller/poller.ts";
+import { closeWatchesOf, type FdWatch, Poller } from "../poller/poller.ts";
 import { type CmEvent, decodeEvent } from "./event.ts";
 import { adoptId, type CmId, deliverEvent, setChannelAdopt } from "./id.ts";
 import { describe } from "../types/check.ts";
@@ -185,11 +185,11 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
   ref(): void {
     if (this.closed) return;
     if (!this.#watch || this.#watch.closed) {
-      const poller = this.#poller ?? Poller.default();
-      // This channel owns the fd, so another watch of the same number is stale: its fd was
-      // closed without being unwatched and the number was reused for this channel.
-      poller.watchOf(this.fd)?.close();
-      this.#watch = poller.register(this.fd, () => this.dispatch());
+      this.#watch = (this.#poller ?? Poller.default()).registerOwned(
+        this,
+        this.fd,
+        () => this.dispatch(),
+      );
     }
     this.#holds++;
     this.#watch.ref();
@@ -222,7 +222,7 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
   /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     this.#holds = 0;
-    this.#watch?.close();
+    closeWatchesOf(this);
     this.#watch = null;
     this.#ids.clear();
     native().rdmacm.rdma_destroy_event_channel(this.ptr);

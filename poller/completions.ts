@@ -32,8 +32,7 @@
 
 import { setImmediate } from "node:timers";
 import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
-import { Poller } from "./poller.ts";
-import type { FdWatch } from "./poller.ts";
+import { closeWatchesOf, Poller, watchesOf } from "./poller.ts";
 import {
   abortedError,
   checkWaitOptions,
@@ -129,7 +128,6 @@ interface CqState {
 }
 
 const states = new WeakMap<object, CqState>();
-const channelWatches = new WeakMap<object, FdWatch>();
 
 function stateOf(cq: CompletionSource): CqState {
   let s = states.get(cq);
@@ -152,7 +150,7 @@ function stateOf(cq: CompletionSource): CqState {
 /** Drains a channel until EAGAIN and wakes the waiters of every CQ that fired. */
 function drainChannel(channel: CompletionChannelLike): void {
   // an edge reported just as the channel was closed (its owner should have unwatched it)
-  if ((channel as { closed?: boolean }).closed === true) return unwatchChannel(channel);
+  if ((channel as { closed?: boolean }).closed === true) return closeWatchesOf(channel);
   for (let cq = channel.getEvent(); cq !== null; cq = channel.getEvent()) {
     const s = typeof cq === "object" ? states.get(cq as object) : undefined;
     if (!s) continue;
@@ -161,9 +159,12 @@ function drainChannel(channel: CompletionChannelLike): void {
   }
 }
 
+/**
+ * Watches a completion channel's fd (once per channel). The channel owns the watch: its owner
+ * calls `closeWatchesOf(channel)` before the channel is destroyed (the verbs layer does).
+ */
 function watchChannel(channel: CompletionChannelLike, poller: Poller): void {
-  const w = channelWatches.get(channel);
-  if (w && !w.closed) {
+  for (const w of watchesOf(channel)) {
     if (w.poller !== poller) {
       throw new InvalidArgumentError(
         "this completion channel is already watched by another poller",
@@ -171,18 +172,7 @@ function watchChannel(channel: CompletionChannelLike, poller: Poller): void {
     }
     return;
   }
-  // A stale watch for a reused fd number (its channel was closed without unwatchChannel).
-  poller.watchOf(channel.fd)?.close();
-  channelWatches.set(channel, poller.register(channel.fd, () => drainChannel(channel)));
-}
-
-/**
- * Stops watching a completion channel's fd. Call it before the channel is destroyed
- * (the verbs layer does when it closes a channel). Idempotent.
- */
-export function unwatchChannel(channel: CompletionChannelLike): void {
-  channelWatches.get(channel)?.close();
-  channelWatches.delete(channel);
+  poller.registerOwned(channel, channel.fd, () => drainChannel(channel));
 }
 
 /**

@@ -7,7 +7,7 @@
  */
 
 import { AbortedError, ClosedError } from "../types/errors.ts";
-import { type FdWatch, Poller } from "./poller.ts";
+import { type FdWatch, Poller, watchesOf } from "./poller.ts";
 import { timedOutError, type WaitOptions } from "./wait.ts";
 
 /** Options of an event stream. */
@@ -16,7 +16,18 @@ export interface EventStreamOptions extends WaitOptions {
   poller?: Poller;
 }
 
-function watchFor(fd: number, poller: Poller): { watch: FdWatch; owned: boolean } {
+/** The watch of `fd` to wait on; `owned` when this caller created it (and closes it). */
+function watchFor(
+  fd: number,
+  poller: Poller,
+  source?: object,
+): { watch: FdWatch; owned: boolean } {
+  if (source) {
+    for (const w of watchesOf(source)) {
+      if (w.fd === fd && w.poller === poller) return { watch: w, owned: false };
+    }
+    return { watch: poller.registerOwned(source, fd), owned: true };
+  }
   const existing = poller.watchOf(fd);
   if (existing) return { watch: existing, owned: false };
   return { watch: poller.register(fd), owned: true };
@@ -57,25 +68,11 @@ export async function nextEvent<T>(
   }
 }
 
-/** The watches the event streams of each source (a device context) hold on its fd. */
-const sourceWatches = new WeakMap<object, Set<FdWatch>>();
-
-/**
- * Ends every event stream of `source`: their watches close, so the streams end instead of
- * waiting on an fd that is about to be closed (and whose number may be reused). The owner calls
- * it before it closes the fd (the verbs `Context` does).
- */
-export function endEventStreams(source: object): void {
-  const watches = sourceWatches.get(source);
-  sourceWatches.delete(source);
-  for (const w of watches ?? []) w.close();
-}
-
 /**
  * Events from `fd` as an async iterable: yields each non-null `read()` result, draining until
  * null before waiting. `timeout` bounds each wait for the next event, `signal` the whole
  * stream (both throw AbortedError); the stream ends when its watch is closed, and with
- * `source` when {@link endEventStreams} is called for it.
+ * `source` (the fd's owner) when `closeWatchesOf(source)` is called.
  */
 export async function* eventStream<T>(
   fd: number,
@@ -83,12 +80,7 @@ export async function* eventStream<T>(
   options: EventStreamOptions = {},
   source?: object,
 ): AsyncGenerator<T, void, undefined> {
-  const { watch, owned } = watchFor(fd, options.poller ?? Poller.default());
-  if (source) {
-    let set = sourceWatches.get(source);
-    if (!set) sourceWatches.set(source, set = new Set());
-    set.add(watch);
-  }
+  const { watch, owned } = watchFor(fd, options.poller ?? Poller.default(), source);
   try {
     for (;;) {
       if (watch.closed) return;
@@ -105,7 +97,6 @@ export async function* eventStream<T>(
       }
     }
   } finally {
-    if (source) sourceWatches.get(source)?.delete(watch);
     if (owned) watch.close();
   }
 }

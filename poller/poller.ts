@@ -144,6 +144,21 @@ export class Poller implements HoldCounter {
     return watch;
   }
 
+  /**
+   * Watches the fd of a native object that owns it (a completion channel, an rdma_cm event
+   * channel, a device context): like {@link Poller.register}, and the watch is closed by
+   * {@link closeWatchesOf}`(owner)`, which the owner calls before it closes the fd. A watch of the
+   * same fd number that no live owner closed is stale (its fd was closed and the number reused
+   * for `owner`'s fd): it is closed first.
+   */
+  registerOwned(owner: object, fd: number, onReadable?: () => void): FdWatch {
+    const stale = this.#watches.get(fd);
+    if (stale && !ownedBy.get(owner)?.has(stale)) stale.close();
+    const watch = this.register(fd, onReadable);
+    ownWatch(owner, watch);
+    return watch;
+  }
+
   /** The watch of `fd`, if any. */
   watchOf(fd: number): FdWatch | undefined {
     return this.#watches.get(fd);
@@ -206,6 +221,8 @@ export class Poller implements HoldCounter {
   }
 
   #unregister(w: FdWatch): void {
+    const owner = ownerOf.get(w);
+    if (owner) ownedBy.get(owner)?.delete(w);
     if (this.#watches.get(w.fd) !== w) return;
     this.#watches.delete(w.fd);
     // the owner may already have closed the fd (epoll forgot it then): ignore failures
@@ -335,4 +352,33 @@ export class FdWatch {
     if (this.#waits.size > 0) this.#waits.resolveAll();
     else this.#edge = true;
   }
+}
+
+/** The watches each fd owner holds (see {@link Poller.registerOwned}). */
+const ownedBy = new WeakMap<object, Set<FdWatch>>();
+/** The owner of each owned watch (a closing watch leaves its owner's set). */
+const ownerOf = new WeakMap<FdWatch, object>();
+
+/** Records `watch` as held by `owner` until either {@link closeWatchesOf} or the watch closes. */
+export function ownWatch(owner: object, watch: FdWatch): void {
+  let set = ownedBy.get(owner);
+  if (!set) ownedBy.set(owner, set = new Set());
+  set.add(watch);
+  ownerOf.set(watch, owner);
+}
+
+/** The open watches `owner` holds. */
+export function watchesOf(owner: object): ReadonlySet<FdWatch> {
+  return ownedBy.get(owner) ?? new Set();
+}
+
+/**
+ * Closes every watch `owner` holds, in every poller: their waits reject with ClosedError and
+ * streams over them end. The owner of an fd calls it before it closes the fd (whose number may
+ * then be reused). Idempotent.
+ */
+export function closeWatchesOf(owner: object): void {
+  const set = ownedBy.get(owner);
+  ownedBy.delete(owner);
+  for (const w of set ?? []) w.close();
 }

@@ -16,7 +16,8 @@ import {
   type Strategy,
   WorkRequestTracker,
 } from "../poller/mod.ts";
-import { cancelCompletionWaits, unwatchChannel } from "../poller/completions.ts";
+import { cancelCompletionWaits } from "../poller/completions.ts";
+import { closeWatchesOf } from "../poller/poller.ts";
 import { AbortedError, ClosedError, WorkCompletionError } from "../types/errors.ts";
 
 const n = native();
@@ -127,7 +128,7 @@ async function deliverAll(strategy: Strategy, total: number): Promise<void> {
   await producer;
   assert.equal(next, BigInt(total));
   assert.equal(cq.queue.length, 0);
-  unwatchChannel(channel);
+  closeWatchesOf(channel);
   channel.close();
 }
 
@@ -159,7 +160,7 @@ test("completions: a completion landing between arm and drain, or after the drai
     clearInterval(timer);
   }
   assert.ok(channel.acks > 0);
-  unwatchChannel(channel);
+  closeWatchesOf(channel);
   channel.close();
 });
 
@@ -180,7 +181,7 @@ test("completions: solicited-only arming wakes only for a solicited completion",
   cq.complete({ wrId: 2n, solicited: true });
   assert.equal(await p, 2);
   assert.deepEqual(cq.polled.map((w) => w.wrId), [1n, 2n]);
-  unwatchChannel(channel);
+  closeWatchesOf(channel);
   channel.close();
 });
 
@@ -211,7 +212,7 @@ test("completions: abort, timeout and cancelCompletionWaits settle waits with ty
     awaitCompletions(new FakeCq(null), { poller, strategy: "event" }),
     /needs a CQ created with a completion channel/,
   );
-  unwatchChannel(channel);
+  closeWatchesOf(channel);
   channel.close();
 });
 
@@ -229,7 +230,7 @@ test("completions: a wait woken without completions keeps its deadline and names
   const ms = performance.now() - t0;
   assert.ok(ms >= 110 && ms < 2000, `took ${ms} ms`);
   assert.ok(cq.arms >= 2, "re-armed after the empty wake-up");
-  unwatchChannel(channel);
+  closeWatchesOf(channel);
   channel.close();
 });
 
@@ -283,7 +284,7 @@ test("tracker: promises per wr_id resolve with the record or reject with the WC 
   await assert.rejects(pump.track(5n), ClosedError);
   await sleep(5);
   assert.equal(poller.pending, 0, "a closed pump stops waiting");
-  unwatchChannel(channel);
+  closeWatchesOf(channel);
   channel.close();
 });
 
@@ -300,7 +301,7 @@ test("tracker: an aborted tracked wait is forgotten and the pump stops when idle
   const p = t.track(4n);
   t.close();
   await assert.rejects(p, ClosedError);
-  unwatchChannel(channel);
+  closeWatchesOf(channel);
   channel.close();
 });
 

@@ -11,7 +11,7 @@ import type { NativePointer } from "../types/ctypes.ts";
 import { Errno } from "../types/errno.ts";
 import { nativeError, throwErrno, throwReturned } from "../ffi/errors.ts";
 import { setNonBlocking } from "../ffi/fd.ts";
-import { unwatchChannel } from "../poller/completions.ts";
+import { closeWatchesOf } from "../poller/poller.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { checkResource, isInstance, NativeResource } from "../ffi/resource.ts";
 import { type CompletionQueue, noteCqEvent } from "./cq.ts";
@@ -85,7 +85,7 @@ export class CompletionChannel extends NativeResource {
 
   /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
-    unwatchChannel(this); // the poller drops its watch before the fd number can be reused
+    closeWatchesOf(this); // the poller drops its watch before the fd number can be reused
     const rc = native().ibverbs.ibv_destroy_comp_channel(this.ptr);
     this.#box.free();
     if (rc !== 0) throwReturned("ibv_destroy_comp_channel", rc);

@@ -19,7 +19,7 @@ import { type AhAttrData, decodeAhAttr } from "./ah.ts";
 import type { MemoryRegion } from "./mr.ts";
 import { WorkCompletion } from "./wc.ts";
 import { setNonBlocking } from "../ffi/fd.ts";
-import { endEventStreams } from "../poller/events.ts";
+import { closeWatchesOf } from "../poller/poller.ts";
 import { type DeviceAttr, type DeviceAttrEx, queryDevice, queryDeviceEx } from "./device-attr.ts";
 import {
   type GidEntry,
@@ -252,7 +252,7 @@ export class Context extends NativeResource {
   /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     forgetContext(this);
-    endEventStreams(this); // before the async fd closes with the context
+    closeWatchesOf(this); // its event streams end before the async fd closes with the context
     if (native().ibverbs.ibv_close_device(this.ptr) !== 0) throwErrno("ibv_close_device");
   }
 }
