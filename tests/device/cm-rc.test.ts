@@ -74,14 +74,6 @@ deviceTest("cm rc: 100 sequential connect/disconnect cycles without fd growth", 
   } finally {
     peer.kill();
   }
-}, {
-  // An open bug, not a provider limit: on soft-iWARP a cycle sometimes stalls (a completion
-  // wait times out after 10 s; passed 20 runs of 100 cycles, then stalled in the 1,000-cycle
-  // soak). Until it is fixed the test runs on IB/RoCE only and says why on iWARP.
-  needs: (env) =>
-    env.transport === "iwarp"
-      ? "open bug: on soft-iWARP a cycle intermittently stalls (completion wait times out)"
-      : false,
 });
 
 deviceTest("cm rc: 16 simultaneous connections to one listener", async (env) => {
