@@ -9,7 +9,7 @@
  * noticed in bounded time. Each prints its figures.
  *
  * `RDMA_FAULT_LOSS_MESSAGES` sets the message count of the loss runs (a quarter of it for the
- * reordering run): 5,000 by default, which
+ * reordering run): 2,000 by default, which
  * keeps CI short (100,000 took 4.5–5 minutes per loss rate per runtime in the emulated guests);
  * `RDMA_FAULT_LOSS_MESSAGES=100000 scripts/test --two-hosts` runs the full count.
  */
@@ -32,7 +32,7 @@ import {
 } from "../../mod.ts";
 import { hasRemotePeer, peerAddress, spawnPeer } from "./peers/spawn.ts";
 
-const MESSAGES = Number(process.env.RDMA_FAULT_LOSS_MESSAGES ?? 5_000);
+const MESSAGES = Number(process.env.RDMA_FAULT_LOSS_MESSAGES ?? 2_000);
 const WINDOW = 32;
 const needs = (env: Parameters<Parameters<typeof deviceTest>[1]>[0]) =>
   !hasRemotePeer()
