@@ -28,7 +28,7 @@ const EXAMPLES = [
 
 /** Runs all of `argvs` at once (the starts dominate) and returns their ends in order. */
 function runAll(argvs: string[][]) {
-  return Promise.all(argvs.map((argv) => run(argv, 60_000)));
+  return Promise.all(argvs.map((argv) => run(argv, { timeoutMs: 60_000 })));
 }
 
 test("cli: every example's and perftest tool's --help exits 0 with the usage and the permissions", async () => {

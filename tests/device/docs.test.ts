@@ -7,7 +7,6 @@
  */
 
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,41 +14,14 @@ import process from "node:process";
 import { pathToFileURL } from "node:url";
 import { deviceTest } from "../harness.ts";
 import { ROOT, runnableSnippets } from "../../scripts/check-docs.ts";
+import { account, isBun, run } from "./examples-common.ts";
 
-const isBun = "Bun" in globalThis;
 const RUN_TIMEOUT_MS = 90_000;
 const MOD = pathToFileURL(join(ROOT, "mod.ts")).href;
 
 /** The program text of a block: the package import pointed at this repository's mod.ts. */
 function program(code: string): string {
   return code.replace(/from\s+"(?:jsr:)?@rdma\/verbs"/g, `from "${MOD}"`);
-}
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(argv: string[]): Promise<Result> {
-  return new Promise((resolve) => {
-    const child = spawn(argv[0], argv.slice(1), { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "", stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    const timer = setTimeout(() => {
-      stderr += `\n[killed after ${RUN_TIMEOUT_MS} ms]`;
-      child.kill("SIGKILL");
-    }, RUN_TIMEOUT_MS);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-    child.on("error", (e) => {
-      clearTimeout(timer);
-      resolve({ code: -1, stdout, stderr: `${stderr}${e.message}` });
-    });
-  });
 }
 
 const blocks = runnableSnippets();
@@ -65,9 +37,9 @@ for (const block of blocks) {
         ? [process.execPath, file, env.address]
         : [process.execPath, "run", "--allow-ffi", file, env.address];
       const t0 = Date.now();
-      const r = await run(argv);
+      const r = await run(argv, { timeoutMs: RUN_TIMEOUT_MS });
       console.log(`${where} (${Date.now() - t0} ms):\n${r.stdout.trimEnd()}`);
-      assert.equal(r.code, 0, `${where} exited with ${r.code}\n${r.stdout}\n${r.stderr}`);
+      assert.equal(r.code, 0, account(where, r));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -12,7 +12,15 @@
 
 import assert from "node:assert/strict";
 import { deviceTest, notOnIwarp } from "../harness.ts";
-import { assertLines, type Ended, isBun, killAll, ours, run, start } from "./examples-common.ts";
+import {
+  assertLines,
+  clientWithRetry,
+  isBun,
+  killAll,
+  ours,
+  run,
+  start,
+} from "./examples-common.ts";
 import { serverAddress } from "./peers/spawn.ts";
 
 const RUN_TIMEOUT_MS = 60_000;
@@ -35,18 +43,6 @@ const UDADDY_CLIENT = [
   "return status 0",
 ];
 
-/** Runs a client until it gets through (an rdma_cm UD server is not visible in /proc/net). */
-async function clientWithRetry(argv: string[], server: Promise<Ended>): Promise<Ended> {
-  let done = false;
-  server.then(() => (done = true));
-  const end = Date.now() + 45_000;
-  for (;;) {
-    const r = await run(argv, RUN_TIMEOUT_MS);
-    if (r.code === 0 || done || Date.now() > end) return r;
-    await new Promise((res) => setTimeout(res, 500));
-  }
-}
-
 const IB_ONLY = { needs: notOnIwarp("UD and multicast") };
 
 for (
@@ -62,14 +58,15 @@ for (
     const cliArgs = ["-s", serverAddress(env), ...common];
     const server = start(
       srv === "ours" ? ours("udaddy", srvArgs) : ["udaddy", ...srvArgs],
-      RUN_TIMEOUT_MS,
-      "peer",
+      { timeoutMs: RUN_TIMEOUT_MS, where: "peer" },
     );
     try {
       await new Promise((r) => setTimeout(r, 300));
       const c = await clientWithRetry(
         cli === "ours" ? ours("udaddy", cliArgs) : ["udaddy", ...cliArgs],
-        server.ended,
+        server,
+        { timeoutMs: RUN_TIMEOUT_MS },
+        45_000,
       );
       const s = await server.ended;
       assertLines("client", c, UDADDY_CLIENT);
@@ -96,8 +93,7 @@ for (
     const rArgs = [...common, "-b", serverAddress(env)];
     const receiver = start(
       recv === "ours" ? ours("mckey", rArgs) : ["mckey", ...rArgs],
-      RUN_TIMEOUT_MS,
-      "peer",
+      { timeoutMs: RUN_TIMEOUT_MS, where: "peer" },
     );
     try {
       // the C tool's stdout is a pipe here, so fully buffered: its "joined" line only
@@ -108,7 +104,7 @@ for (
       const sArgs = [...common, "-b", env.address, "-s"];
       const sender = await run(
         send === "ours" ? ours("mckey", sArgs) : ["mckey", ...sArgs],
-        RUN_TIMEOUT_MS,
+        { timeoutMs: RUN_TIMEOUT_MS },
       );
       const r = await receiver.ended;
       const joined = /^mckey: joined dgid: (\S+) mlid 0x([0-9a-f]+) sl (\d+)$/m;

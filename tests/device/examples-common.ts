@@ -1,8 +1,7 @@
 /**
- * Running the example tools and their C originals side by side in the device tests: argv for
- * ours in the test's own runtime, processes with a deadline, the wait until an rdma_cm server
- * listens (`rdma res show cm_id`, not a fixed delay: start-up in the guest takes seconds), and
- * the checks of the C tools' output lines.
+ * Running the example tools and their C originals side by side in the device tests (and any
+ * other program a test starts): argv for ours in the test's own runtime, processes with a
+ * deadline, the wait until a server listens, and the checks of the C tools' output lines.
  */
 
 import assert from "node:assert/strict";
@@ -30,12 +29,19 @@ export const PERFTEST_TOOLS = [
   "atomic_bw",
 ] as const;
 
-/** argv that runs the script `path` (relative to the package root) in this test's own runtime. */
-export function oursAt(path: string, args: readonly string[]): string[] {
+/**
+ * argv that runs the script `path` (relative to the package root) in this test's own runtime,
+ * in Deno with `permissions` (default all).
+ */
+export function oursAt(
+  path: string,
+  args: readonly string[],
+  permissions: readonly string[] = ["--allow-all"],
+): string[] {
   const file = `${ROOT}${path}`;
   return isBun
     ? [process.execPath, file, ...args]
-    : [process.execPath, "run", "--allow-all", file, ...args];
+    : [process.execPath, "run", ...permissions, file, ...args];
 }
 
 /** argv that runs example `tool` in this test's own runtime. */
@@ -63,29 +69,44 @@ export interface Started {
 
 const alive = new Set<Proc>();
 
-/**
- * Starts `argv` on this machine, or with `where: "peer"` on the peer guest of a two-guest run
- * (this machine otherwise); it is killed after `timeoutMs`.
- */
-export function start(
-  argv: string[],
-  timeoutMs = 90_000,
-  where: "here" | "peer" = "here",
-): Started {
-  const proc = spawnRemote(argv, { local: where === "here", cwd: ROOT });
+/** How a tool is started. */
+export interface StartOptions {
+  /** It is killed after this long (default 90 s). */
+  timeoutMs?: number;
+  /** `"peer"`: on the peer guest of a two-guest run (on this machine otherwise). */
+  where?: "here" | "peer";
+  /** Working directory (default: the package root). */
+  cwd?: string;
+  /** Extra environment. */
+  env?: Record<string, string>;
+}
+
+/** Starts `argv`; it is killed after `timeoutMs` (its stderr then says so). */
+export function start(argv: string[], options: StartOptions = {}): Started {
+  const { timeoutMs = 90_000, where = "here" } = options;
+  const proc = spawnRemote(argv, {
+    local: where === "here",
+    cwd: options.cwd ?? ROOT,
+    env: options.env,
+  });
   alive.add(proc);
-  const timer = setTimeout(() => proc.kill(), timeoutMs);
+  let killed = false;
+  const timer = setTimeout(() => {
+    killed = true;
+    proc.kill();
+  }, timeoutMs);
   const ended = proc.exited.then((code) => {
     clearTimeout(timer);
     alive.delete(proc);
-    return { code, stdout: proc.stdout(), stderr: proc.stderr() };
+    const note = killed ? `\n[killed after ${timeoutMs} ms]` : "";
+    return { code, stdout: proc.stdout(), stderr: proc.stderr() + note };
   });
   return { proc, ended };
 }
 
 /** Runs `argv` to its end. */
-export function run(argv: string[], timeoutMs?: number): Promise<Ended> {
-  return start(argv, timeoutMs).ended;
+export function run(argv: string[], options?: StartOptions): Promise<Ended> {
+  return start(argv, options).ended;
 }
 
 /** Kills every tool still running (a test's `finally`). */
@@ -113,22 +134,69 @@ export function assertLines(name: string, r: Ended, lines: readonly string[], co
 /** True once an rdma_cm id listens on `port` (`rdma res show cm_id`: `state LISTEN`). */
 function cmListening(port: number): boolean {
   const r = spawnSync("rdma", ["res", "show", "cm_id"], { encoding: "utf8" });
-  return r.stdout.split("\n").some((l) => / state LISTEN /.test(l) && l.includes(`:${port} `));
+  const at = new RegExp(`:${port}(\\s|$)`);
+  return (r.stdout ?? "").split("\n").some((l) => / state LISTEN /.test(l) && at.test(l));
 }
 
-/** Waits until `server` listens on `port` through rdma_cm; throws if it ends first. */
-export async function waitCmListen(server: Started, port: number, ms = 60_000): Promise<void> {
+/**
+ * True once something listens on TCP `port`, read from /proc/net/tcp{,6} (no connection is used
+ * up) through `cat`: Deno's test profile cannot read /proc/net itself.
+ */
+function tcpListening(port: number): boolean {
+  const hex = `:${port.toString(16).toUpperCase().padStart(4, "0")}`;
+  return ["/proc/net/tcp", "/proc/net/tcp6"].some((f) => {
+    const r = spawnSync("cat", [f], { encoding: "utf8" });
+    return (r.stdout ?? "").split("\n").some((line) => {
+      const cols = line.trim().split(/\s+/);
+      return cols[1]?.endsWith(hex) && cols[3] === "0A";
+    });
+  });
+}
+
+/**
+ * Waits until `server` listens on `port`, through rdma_cm (default) or on TCP (the pingpong and
+ * perftest tools' exchange); not a fixed delay: start-up in the guest takes seconds. Throws with
+ * the server's output when it ends first, and after `ms` (then the server is killed).
+ */
+export async function waitListening(
+  server: Started,
+  port: number,
+  via: "rdma_cm" | "tcp" = "rdma_cm",
+  ms = 60_000,
+): Promise<void> {
   let ended = false;
   server.ended.then(() => (ended = true));
   const end = Date.now() + ms;
-  while (!cmListening(port)) {
+  while (!(via === "tcp" ? tcpListening(port) : cmListening(port))) {
     if (ended) {
       throw new Error(account(`the server ended before listening on ${port}`, await server.ended));
     }
     if (Date.now() > end) {
-      throw new Error(`nothing listened on rdma_cm port ${port} within ${ms} ms`);
+      server.proc.kill();
+      const why = `nothing listened on ${via} port ${port} within ${ms} ms`;
+      throw new Error(account(why, await server.ended));
     }
     await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/**
+ * Runs a client until it gets through, for servers a test cannot see listening (an rdma_cm UD
+ * server, a server on the peer guest): until it exits 0, the server ends, or `ms` passed.
+ */
+export async function clientWithRetry(
+  argv: string[],
+  server: Started,
+  options: StartOptions = {},
+  ms = 60_000,
+): Promise<Ended> {
+  let ended = false;
+  server.ended.then(() => (ended = true));
+  const end = Date.now() + ms;
+  for (;;) {
+    const r = await run(argv, options);
+    if (r.code === 0 || ended || Date.now() > end) return r;
+    await new Promise((res) => setTimeout(res, 500));
   }
 }
 

@@ -24,7 +24,7 @@ import {
   run,
   runtime,
   start,
-  waitCmListen,
+  waitListening,
 } from "./examples-common.ts";
 
 const PAIR = { timeout: 150_000 };
@@ -36,7 +36,7 @@ async function serverClient(
 ): Promise<{ s: Ended; c: Ended }> {
   const server = start(argv.server);
   try {
-    await waitCmListen(server, p);
+    await waitListening(server, p);
     const c = await run(argv.client);
     return { s: await server.ended, c };
   } finally {
@@ -123,7 +123,7 @@ for (const dir of DIRECTIONS) {
     ]);
     const server = start(argv.server);
     try {
-      await waitCmListen(server, p);
+      await waitListening(server, p);
       const c = await run(argv.client);
       assertLines("client", c, [
         "creating id",
@@ -215,7 +215,10 @@ async function sameEnd(
   args: string[],
   timeoutMs = 30_000,
 ): Promise<Ended> {
-  const [o, c] = [await run(ours(tool, args), timeoutMs), await run([cTool, ...args], timeoutMs)];
+  const [o, c] = [
+    await run(ours(tool, args), { timeoutMs }),
+    await run([cTool, ...args], { timeoutMs }),
+  ];
   assert.equal(o.code, c.code, `${account("ours", o)}\n${account("C", c)}`);
   assert.deepEqual(lines(o), lines(c), `${account("ours", o)}\n${account("C", c)}`);
   return c;

@@ -9,83 +9,21 @@
  */
 
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { deviceTest, notOnIwarp } from "../harness.ts";
-import { directionsFor, ours } from "./examples-common.ts";
+import {
+  directionsFor,
+  type Ended,
+  isBun,
+  killAll,
+  ours,
+  port as nextPort,
+  run,
+  start,
+  waitListening,
+} from "./examples-common.ts";
 
-const ROOT = new URL("../../", import.meta.url).pathname;
-const isBun = "Bun" in globalThis;
 const PAIR_TIMEOUT_MS = 120_000;
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Children still running, killed when a pair fails half-way. */
-const running = new Set<ChildProcess>();
-
-function killAll(): void {
-  for (const c of running) c.kill("SIGKILL");
-}
-
-/** Runs argv, killing it after `timeoutMs`. */
-function run(argv: string[], timeoutMs = PAIR_TIMEOUT_MS): Promise<Result> {
-  return new Promise((resolve) => {
-    const child = spawn(argv[0], argv.slice(1), { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
-    running.add(child);
-    let stdout = "", stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    const timer = setTimeout(() => {
-      stderr += `\n[killed after ${timeoutMs} ms]`;
-      child.kill("SIGKILL");
-    }, timeoutMs);
-    child.on("close", (code) => {
-      running.delete(child);
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-    child.on("error", (e) => {
-      clearTimeout(timer);
-      resolve({ code: -1, stdout, stderr: `${stderr}${e.message}` });
-    });
-  });
-}
-
-/**
- * A /proc file's text ("" when unreadable), read by `cat`: Deno grants /proc/net only
- * with --allow-all, which the test profile does not give.
- */
-function readProcFile(path: string): string {
-  const r = spawnSync("cat", [path], { encoding: "utf8" });
-  return r.status === 0 ? r.stdout : "";
-}
-
-/** True once something listens on TCP `port` (read from /proc, so no connection is used up). */
-function listening(port: number): boolean {
-  const hex = `:${port.toString(16).toUpperCase().padStart(4, "0")} `;
-  for (const f of ["/proc/net/tcp", "/proc/net/tcp6"]) {
-    const text = readProcFile(f);
-    for (const line of text.split("\n")) {
-      const cols = line.trim().split(/\s+/);
-      if (cols[1]?.endsWith(hex.trim()) && cols[3] === "0A") return true;
-    }
-  }
-  return false;
-}
-
-async function waitListening(port: number, server: Promise<Result>, ms = 60_000): Promise<void> {
-  let done = false;
-  server.then(() => (done = true));
-  const end = Date.now() + ms;
-  while (!listening(port)) {
-    if (done) throw new Error(`the server exited before listening on ${port}`);
-    if (Date.now() > end) throw new Error(`nothing listened on port ${port} within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 interface Summary {
   bytes: number;
@@ -95,7 +33,7 @@ interface Summary {
   remote: string[];
 }
 
-function summary(name: string, r: Result): Summary {
+function summary(name: string, r: Ended): Summary {
   const why = `${name} exited ${r.code}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}`;
   assert.equal(r.code, 0, why);
   const bytes = r.stdout.match(/^(\d+) bytes in [\d.]+ seconds = [\d.]+ Mbit\/sec$/m);
@@ -119,25 +57,23 @@ function summary(name: string, r: Result): Summary {
   };
 }
 
-let nextPort = 19_600 + Math.floor(Math.random() * 200) * 2 + (isBun ? 1000 : 0);
-
 /** Runs one server/client pair; returns both summaries, after the common checks. */
 async function pair(
   server: string[],
   client: (port: number) => string[],
   expect: { bytes: number; iters: number; qps?: number },
 ): Promise<[Summary, Summary]> {
-  const port = nextPort++;
-  const srv = run([...server, "-p", String(port)]);
+  const port = nextPort();
+  const timeoutMs = PAIR_TIMEOUT_MS;
+  const srv = start([...server, "-p", String(port)], { timeoutMs });
   try {
-    await waitListening(port, srv);
+    await waitListening(srv, port, "tcp");
   } catch (e) {
     killAll();
-    const r = await srv;
-    throw new Error(`${(e as Error).message}\nserver stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+    throw e;
   }
-  const cli = run(client(port));
-  const [s, c] = [summary("server", await srv), summary("client", await cli)];
+  const cli = run(client(port), { timeoutMs });
+  const [s, c] = [summary("server", await srv.ended), summary("client", await cli)];
   for (const side of [s, c]) {
     assert.equal(side.bytes, expect.bytes);
     assert.equal(side.iters, expect.iters);
@@ -272,32 +208,36 @@ function pingText(n: number, size: number): string {
   return s.slice(0, size - 1);
 }
 
-/** Runs a client until it gets through (an rdma_cm server is not visible in /proc/net). */
-async function clientWithRetry(argv: string[], server: Promise<Result>): Promise<Result> {
-  let done = false;
-  server.then(() => (done = true));
-  const end = Date.now() + 60_000;
-  for (;;) {
-    const r = await run(argv);
-    if (r.code === 0 || done || Date.now() > end) return r;
-    await new Promise((res) => setTimeout(res, 500));
-  }
-}
-
 for (const dir of ["our server, C client", "C server, our client"] as const) {
   deviceTest(`examples: rping -V -v: ${dir}`, async (env) => {
-    const port = String(nextPort++);
+    const port = nextPort();
     const count = 10, size = 64;
-    const common = ["-a", env.address, "-p", port, "-C", String(count), "-S", String(size), "-v"];
+    const common = [
+      "-a",
+      env.address,
+      "-p",
+      String(port),
+      "-C",
+      String(count),
+      "-S",
+      String(size),
+      "-v",
+    ];
     const srvArgv = dir === "our server, C client"
       ? ours("rping", ["-s", ...common])
       : ["rping", "-s", ...common];
     const cliArgv = dir === "our server, C client"
       ? ["rping", "-c", "-V", ...common]
       : ours("rping", ["-c", "-V", ...common]);
-    const srv = run(srvArgv);
-    const cli = await clientWithRetry(cliArgv, srv);
-    const s = await srv;
+    const srv = start(srvArgv, { timeoutMs: PAIR_TIMEOUT_MS });
+    try {
+      await waitListening(srv, port);
+    } catch (e) {
+      killAll();
+      throw e;
+    }
+    const cli = await run(cliArgv, { timeoutMs: PAIR_TIMEOUT_MS });
+    const s = await srv.ended;
     assert.equal(cli.code, 0, `client: ${cli.stdout}\n${cli.stderr}`);
     assert.equal(s.code, 0, `server: ${s.stdout}\n${s.stderr}`);
     const expected = Array.from({ length: count }, (_, i) => pingText(i, size));

@@ -10,98 +10,34 @@
  */
 
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import process from "node:process";
 import { type DeviceEnv, deviceEnv, deviceTest } from "../harness.ts";
-import { DIRECTIONS, directionsFor, INTEROP_FULL, PERFTEST_TOOLS } from "./examples-common.ts";
+import {
+  DIRECTIONS,
+  directionsFor,
+  type Ended,
+  INTEROP_FULL,
+  killAll,
+  oursAt,
+  PERFTEST_TOOLS,
+  port as nextPort,
+  run,
+  runtime,
+  start,
+  waitListening,
+} from "./examples-common.ts";
 
-const ROOT = new URL("../../", import.meta.url).pathname;
-const isBun = "Bun" in globalThis;
 const RUN_TIMEOUT_MS = 90_000;
 
 type Tool = typeof PERFTEST_TOOLS[number];
 const TOOLS = PERFTEST_TOOLS;
 
-/** argv of one of our tools in this test's runtime. */
+/** argv of one of our tools in this test's runtime, with the permissions its --help names. */
 function ours(tool: Tool, args: string[]): string[] {
-  const file = `${ROOT}bench/perftest/${tool}.ts`;
-  return isBun
-    ? [process.execPath, file, ...args]
-    : [process.execPath, "run", "--allow-ffi", "--allow-net", file, ...args];
+  return oursAt(`bench/perftest/${tool}.ts`, args, ["--allow-ffi", "--allow-net"]);
 }
 
 function theirs(tool: Tool, args: string[]): string[] {
   return [`ib_${tool}`, ...args];
-}
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-const running = new Set<ChildProcess>();
-
-function start(argv: string[], timeoutMs = RUN_TIMEOUT_MS): Promise<Result> {
-  return new Promise((resolve) => {
-    const child = spawn(argv[0], argv.slice(1), { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
-    running.add(child);
-    let stdout = "", stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    const timer = setTimeout(() => {
-      stderr += `\n[killed after ${timeoutMs} ms]`;
-      child.kill("SIGKILL");
-    }, timeoutMs);
-    child.on("close", (code) => {
-      running.delete(child);
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-    child.on("error", (e) => {
-      clearTimeout(timer);
-      resolve({ code: -1, stdout, stderr: `${stderr}${e.message}` });
-    });
-  });
-}
-
-function killAll(): void {
-  for (const c of running) c.kill("SIGKILL");
-}
-
-/** A file's text through `cat` (Deno's test profile cannot read /proc/net itself). */
-function cat(path: string): string {
-  const r = spawnSync("cat", [path], { encoding: "utf8" });
-  return r.status === 0 ? r.stdout : "";
-}
-
-/** True once something listens on TCP `port`. */
-function tcpListening(port: number): boolean {
-  const hex = port.toString(16).toUpperCase().padStart(4, "0");
-  return ["/proc/net/tcp", "/proc/net/tcp6"].some((f) =>
-    cat(f).split("\n").some((line) => {
-      const cols = line.trim().split(/\s+/);
-      return cols[1]?.endsWith(`:${hex}`) && cols[3] === "0A";
-    })
-  );
-}
-
-/** True once an rdma_cm id listens on `port` (`rdma res show cm_id`). */
-function cmListening(port: number): boolean {
-  const r = spawnSync("rdma", ["res", "show", "cm_id"], { encoding: "utf8" });
-  const at = new RegExp(`:${port}(\\s|$)`);
-  return (r.stdout ?? "").split("\n").some((l) => /state LISTEN/.test(l) && at.test(l));
-}
-
-async function waitListening(port: number, cm: boolean, server: Promise<Result>): Promise<void> {
-  let done = false;
-  server.then(() => (done = true));
-  const end = Date.now() + 60_000;
-  while (!(cm ? cmListening(port) : tcpListening(port))) {
-    if (done) throw new Error(`the server exited before listening on ${port}`);
-    if (Date.now() > end) throw new Error(`nothing listened on port ${port} within 60 s`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 const HEADER_LAT =
@@ -110,7 +46,7 @@ const HEADER_BW =
   " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
 
 /** The numeric rows under the table header (none when the side prints no table). */
-function rows(name: string, r: Result, header: string): number[][] {
+function rows(name: string, r: Ended, header: string): number[][] {
   const lines = r.stdout.split("\n");
   const at = lines.indexOf(header);
   if (at < 0) return [];
@@ -128,7 +64,7 @@ function rows(name: string, r: Result, header: string): number[][] {
 }
 
 /** `LID QPN PSN` of the address lines with `label`. */
-function addresses(r: Result, label: "local" | "remote"): string[] {
+function addresses(r: Ended, label: "local" | "remote"): string[] {
   return [
     ...r.stdout.matchAll(new RegExp(`^ ${label} address: (LID \\S+ QPN \\S+ PSN \\S+)`, "gm")),
   ]
@@ -160,7 +96,6 @@ function checkBwRow(name: string, row: number[], size: number, iters: number, pe
 }
 
 type Kind = "ours" | "C";
-let nextPort = 20_600 + Math.floor(Math.random() * 300) * 2 + (isBun ? 1000 : 0);
 
 /** Runs one pair and checks both sides. */
 async function pair(
@@ -170,7 +105,7 @@ async function pair(
   client: Kind,
   extra: string[],
 ): Promise<void> {
-  const port = nextPort++;
+  const port = nextPort();
   const iters = tool.endsWith("_lat") ? 100 : 200;
   const size = tool.startsWith("atomic") ? 8 : tool.endsWith("_lat") ? 2 : 65536;
   const args = [
@@ -189,18 +124,18 @@ async function pair(
   ];
   const argv = (k: Kind, a: string[]) => (k === "ours" ? ours(tool, a) : theirs(tool, a));
   const cm = extra.includes("-R");
-  const srv = start(argv(server, args));
+  const timeoutMs = RUN_TIMEOUT_MS;
+  const srv = start(argv(server, args), { timeoutMs });
   try {
-    await waitListening(port, cm, srv);
+    await waitListening(srv, port, cm ? "rdma_cm" : "tcp");
   } catch (e) {
     killAll();
-    const r = await srv;
-    throw new Error(`${(e as Error).message}\nserver stdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+    throw e;
   }
-  const cli = await start(argv(client, [...args, env.address]));
+  const cli = await run(argv(client, [...args, env.address]), { timeoutMs });
   if (cli.code !== 0) setTimeout(killAll, 3000);
-  const s = await srv;
-  const why = (name: string, r: Result) =>
+  const s = await srv.ended;
+  const why = (name: string, r: Ended) =>
     `${name} exited ${r.code}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}`;
   assert.equal(s.code, 0, why(`${server} server`, s));
   assert.equal(cli.code, 0, why(`${client} client`, cli));
@@ -236,9 +171,9 @@ async function pair(
     "the client saw the server's QP",
   );
   console.log(
-    `  ${tool} ${extra.join(" ")} (${server} server, ${client} client, ${
-      isBun ? "bun" : "deno"
-    }): ${cRows[0].slice(2).join(" ")}`,
+    `  ${tool} ${extra.join(" ")} (${server} server, ${client} client, ${runtime}): ${
+      cRows[0].slice(2).join(" ")
+    }`,
   );
 }
 
@@ -302,7 +237,7 @@ deviceTest(
 );
 
 deviceTest("perftest: --json prints one object per size with perftest's keys", async (env) => {
-  const port = nextPort++;
+  const port = nextPort();
   const args = [
     "-d",
     env.device,
@@ -315,10 +250,12 @@ deviceTest("perftest: --json prints one object per size with perftest's keys", a
     "--json",
   ];
   if (env.transport === "iwarp") args.push("-R");
-  const srv = start(ours("read_bw", [...args, "-s", "4096"]));
-  await waitListening(port, env.transport === "iwarp", srv);
-  const cli = await start(ours("read_bw", [...args, "-s", "4096", env.address]));
-  const s = await srv;
+  const srv = start(ours("read_bw", [...args, "-s", "4096"]), { timeoutMs: RUN_TIMEOUT_MS });
+  await waitListening(srv, port, env.transport === "iwarp" ? "rdma_cm" : "tcp");
+  const cli = await run(ours("read_bw", [...args, "-s", "4096", env.address]), {
+    timeoutMs: RUN_TIMEOUT_MS,
+  });
+  const s = await srv.ended;
   assert.equal(cli.code, 0, cli.stderr);
   assert.equal(s.code, 0, s.stderr);
   const objs = cli.stdout.trim().split("\n").map((l) => JSON.parse(l));

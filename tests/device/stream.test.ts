@@ -22,7 +22,7 @@
  */
 
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -30,16 +30,28 @@ import { join } from "node:path";
 import process from "node:process";
 import { native } from "../../ffi/native.ts";
 import { type DeviceEnv, deviceTest } from "../harness.ts";
-import { ours } from "./examples-common.ts";
+import {
+  account,
+  type Ended,
+  killAll,
+  ours,
+  port,
+  start as startTool,
+  type StartOptions,
+  waitListening,
+} from "./examples-common.ts";
 import { connect, listen, type RdmaConn } from "../../stream/mod.ts";
 import { ConnectionResetError } from "../../stream/errors.ts";
 import { AbortedError, ClosedError } from "../../types/errors.ts";
 import { spawnPeer } from "./peers/spawn.ts";
 import { Checksum, RandomStream } from "./peers/stream-data.ts";
 
-const ROOT = new URL("../../", import.meta.url).pathname;
-const isBun = "Bun" in globalThis;
 const LONG = 1_200_000;
+
+/** Starts a program with the suite's deadline. */
+function start(argv: string[], options: StartOptions = {}) {
+  return startTool(argv, { timeoutMs: LONG, ...options });
+}
 /** Full counts (RDMA_STREAM_FULL=1) or the suite's fifth; see the file's doc. */
 const FULL = process.env.RDMA_STREAM_FULL === "1";
 const WRITES = FULL ? 10_000 : 2_000;
@@ -57,118 +69,8 @@ function rssMiB(): number {
   return process.memoryUsage().rss / (1 << 20);
 }
 
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-interface Running {
-  readonly child: ChildProcess;
-  readonly done: Promise<Result>;
-  stdout(): string;
-  /** Resolves when `re` matches stdout (rejects when the process ends first or after `ms`). */
-  waitFor(re: RegExp, ms?: number): Promise<void>;
-  kill(): void;
-}
-
-const running = new Set<ChildProcess>();
-
-/** Starts `argv` with a time limit. */
-function start(
-  argv: string[],
-  o: { timeoutMs?: number; cwd?: string; env?: Record<string, string> } = {},
-): Running {
-  const child = spawn(argv[0], argv.slice(1), {
-    cwd: o.cwd ?? ROOT,
-    env: { ...process.env, ...o.env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  running.add(child);
-  let stdout = "";
-  let stderr = "";
-  let ended = false;
-  const listeners = new Set<() => void>();
-  const poke = () => {
-    for (const l of [...listeners]) l();
-  };
-  child.stdout!.on("data", (d) => {
-    stdout += d;
-    poke();
-  });
-  child.stderr!.on("data", (d) => (stderr += d));
-  const timer = setTimeout(() => {
-    stderr += `\n[killed after ${o.timeoutMs ?? LONG} ms]`;
-    child.kill("SIGKILL");
-  }, o.timeoutMs ?? LONG);
-  const done = new Promise<Result>((resolve) => {
-    child.on("close", (code) => {
-      ended = true;
-      running.delete(child);
-      clearTimeout(timer);
-      poke();
-      resolve({ code, stdout, stderr });
-    });
-    child.on("error", (e) => {
-      ended = true;
-      clearTimeout(timer);
-      poke();
-      resolve({ code: -1, stdout, stderr: `${stderr}${e.message}` });
-    });
-  });
-  return {
-    child,
-    done,
-    stdout: () => stdout,
-    kill: () => child.kill("SIGKILL"),
-    waitFor(re, ms = 60_000) {
-      return new Promise((resolve, reject) => {
-        const t = setTimeout(() => {
-          listeners.delete(check);
-          reject(new Error(`no ${re} within ${ms} ms; stdout:\n${stdout}\nstderr:\n${stderr}`));
-        }, ms);
-        const check = () => {
-          if (re.test(stdout)) {
-            listeners.delete(check);
-            clearTimeout(t);
-            resolve();
-          } else if (ended) {
-            listeners.delete(check);
-            clearTimeout(t);
-            reject(new Error(`process ended before ${re}; stdout:\n${stdout}\nstderr:\n${stderr}`));
-          }
-        };
-        listeners.add(check);
-        check();
-      });
-    },
-  };
-}
-
-function killAll(): void {
-  for (const c of running) c.kill("SIGKILL");
-}
-
-/** Waits until a listener on `port` shows in `rdma res show cm_id`. */
-async function listening(port: number, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    const r = spawnSync("rdma", ["res", "show", "cm_id"], { encoding: "utf8" });
-    if (new RegExp(`state LISTEN .*:${port}\\b`).test(r.stdout ?? "")) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`nothing listens on port ${port} after ${ms} ms`);
-}
-
-let nextPort = 17000 + Math.floor(Math.random() * 4000) + (isBun ? 4000 : 0);
-const port = () => nextPort++;
-
-function check(r: Result, what: string): void {
-  assert.equal(
-    r.code,
-    0,
-    `${what} exited with ${r.code}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}`,
-  );
+function check(r: Ended, what: string): void {
+  assert.equal(r.code, 0, account(what, r));
 }
 
 /** The result lines (everything after the header) of an rstream run. */
@@ -289,11 +191,11 @@ async function rstreamPair(env: DeviceEnv, cServer: boolean): Promise<void> {
     const clientArgs = ["-s", env.address, "-p", p, "-T", "v", ...run.args];
     const server = start(cServer ? ["rstream", ...serverArgs] : ours("rstream", serverArgs));
     try {
-      await listening(Number(p));
+      await waitListening(server, Number(p));
       const client = await start(
         cServer ? ours("rstream", clientArgs) : ["rstream", ...clientArgs],
-      ).done;
-      const srv = await server.done;
+      ).ended;
+      const srv = await server.ended;
       const [c, s] = cServer ? ["our client", "C server"] : ["C client", "our server"];
       check(client, `${run.label}: ${c}`);
       check(srv, `${run.label}: ${s}`);
@@ -345,18 +247,18 @@ deviceTest("stream: rcopy both ways (ours ↔ C), file checksums equal", async (
       const dst = join(dir, `dst-${p}.bin`);
       const server = start([...serverArgv, "-p", p], { cwd: dir });
       try {
-        await listening(Number(p));
-        const client = await start([...clientArgv, src, `${env.address}:${dst}`, "-p", p]).done;
+        await waitListening(server, Number(p));
+        const client = await start([...clientArgv, src, `${env.address}:${dst}`, "-p", p]).ended;
         check(client, `${label}: client`);
         assert.match(client.stdout, /opening\.\.\.transferring\.\.\.closing\.\.\.done/);
         assert.match(client.stdout, /^3000017 bytes in [\d.]+ seconds = [\d.]+ Gb\/sec$/m);
-        await server.waitFor(/done/);
+        await server.proc.waitFor(/done/);
         assert.ok(existsSync(dst), `${label}: the file was written`);
         assert.equal(sha256(dst), want, `${label}: same bytes`);
         console.log(`rcopy ${label}: ${client.stdout.trim().split("\n").at(-1)}`);
       } finally {
-        server.kill();
-        await server.done;
+        server.proc.kill();
+        await server.ended;
       }
     }
   } finally {
@@ -452,8 +354,8 @@ deviceTest(
         const p = port();
         const server = start([join(dir, "echo"), "s", env.address, String(p)], { env: preload });
         try {
-          await server.waitFor(/listening/);
-          await listening(p);
+          await server.proc.waitFor(/listening/);
+          await waitListening(server, p);
           const conn = await connect({ hostname: env.address, port: p, timeout: 30_000 });
           const size = 1_000_003;
           const out = new Uint8Array(size).map((_, i) => pattern(i));
@@ -471,11 +373,11 @@ deviceTest(
           assert.equal(got.length, size, "the echo returned every byte, then end of stream");
           assert.ok(got.every((v, i) => v === out[i]), "bytes verified");
           await conn[Symbol.asyncDispose]();
-          const r = await server.done;
+          const r = await server.ended;
           check(r, "echo server under LD_PRELOAD");
           assert.match(r.stdout, new RegExp(`echoed ${size}`));
         } finally {
-          server.kill();
+          server.proc.kill();
         }
       }
       // C client → our echo server
@@ -495,7 +397,7 @@ deviceTest(
             await conn.write(buf.subarray(0, n));
           }
           await conn.closeWrite();
-          const r = await client.done;
+          const r = await client.ended;
           check(r, "echo client under LD_PRELOAD");
           assert.match(r.stdout, new RegExp(`verified ${size}`));
           assert.equal(total, size);
