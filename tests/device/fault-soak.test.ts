@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import process from "node:process";
 import { deviceTest } from "../harness.ts";
 import { spawnPeer } from "./peers/spawn.ts";
-import { openFds, rss, session } from "./peers/session.ts";
+import { type Memory, memoryGrowth, openFds, session, settledMemory } from "./peers/session.ts";
 
 const CYCLES = Number(process.env.RDMA_SOAK_CYCLES ?? 1000);
 const MiB = 1024 * 1024;
@@ -23,7 +23,8 @@ deviceTest(
     try {
       const { port } = await peer.next((m) => "ready" in m) as { port: number };
       const warm = Math.min(50, CYCLES - 1);
-      let fds0 = 0, rss0 = 0;
+      let fds0 = 0;
+      let mem0: Memory | undefined;
       const t0 = performance.now();
       for (let i = 0; i < CYCLES; i++) {
         const { id, ep } = await session(env.address, port, `c${i}`, 2);
@@ -31,15 +32,16 @@ deviceTest(
         ep.close();
         if (i === warm) {
           fds0 = openFds();
-          rss0 = rss();
+          mem0 = settledMemory();
         }
       }
       const fds1 = openFds();
-      const rss1 = rss();
+      const mem1 = settledMemory();
+      const rss0 = mem0!.rss, rss1 = mem1.rss;
       const secs = (performance.now() - t0) / 1000;
       console.log(
         `fault soak: ${CYCLES} cycles in ${secs.toFixed(1)} s; fds ${fds0} → ${fds1}; ` +
-          `RSS ${(rss0 / MiB).toFixed(1)} → ${(rss1 / MiB).toFixed(1)} MiB (after cycle ${warm})`,
+          `${memoryGrowth(mem0!, mem1)} (after cycle ${warm} → after ${CYCLES})`,
       );
       assert.equal(fds1, fds0, "open fds stay flat");
       // a garbage-collected heap moves a little; a leak of native memory per cycle would not stop

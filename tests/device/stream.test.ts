@@ -28,7 +28,6 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { native } from "../../ffi/native.ts";
 import { type DeviceEnv, deviceTest } from "../harness.ts";
 import {
   account,
@@ -43,6 +42,7 @@ import {
 import { connect, listen, type RdmaConn } from "../../stream/mod.ts";
 import { ConnectionResetError } from "../../stream/errors.ts";
 import { AbortedError, ClosedError } from "../../types/errors.ts";
+import { type Memory, memoryGrowth, openFds, rss, settledMemory } from "./peers/session.ts";
 import { spawnPeer } from "./peers/spawn.ts";
 import { Checksum, RandomStream } from "./peers/stream-data.ts";
 
@@ -57,17 +57,7 @@ const FULL = process.env.RDMA_STREAM_FULL === "1";
 const WRITES = FULL ? 10_000 : 2_000;
 const CYCLES = FULL ? 1000 : 200;
 
-/** Open file descriptors of this process (probed with fcntl: no file-system permission needed). */
-function openFds(): number {
-  const libc = native().libc;
-  let count = 0;
-  for (let fd = 0; fd < 4096; fd++) if (libc.fcntl(fd, 1, /* F_GETFD */ 0) >= 0) count++;
-  return count;
-}
-
-function rssMiB(): number {
-  return process.memoryUsage().rss / (1 << 20);
-}
+const rssMiB = () => rss() / (1 << 20);
 
 function check(r: Ended, what: string): void {
   assert.equal(r.code, 0, account(what, r));
@@ -570,7 +560,7 @@ deviceTest(`stream: ${CYCLES} connect/transfer/close cycles with flat fds and RS
     const msg = new Uint8Array(4096).map((_, i) => i & 0xff);
     const buf = new Uint8Array(4096);
     let fds0 = 0;
-    let rss0 = 0;
+    let mem0: Memory | undefined;
     const t0 = performance.now();
     for (let i = 0; i < cycles; i++) {
       const conn: RdmaConn = await connect({ hostname: env.address, port, timeout: 30_000 });
@@ -587,18 +577,19 @@ deviceTest(`stream: ${CYCLES} connect/transfer/close cycles with flat fds and RS
       await conn[Symbol.asyncDispose]();
       if (i === 49) {
         fds0 = openFds();
-        rss0 = rssMiB();
+        mem0 = settledMemory();
       }
     }
     const fds1 = openFds();
-    const rss1 = rssMiB();
+    const mem1 = settledMemory();
+    const grown = (mem1.rss - mem0!.rss) / (1 << 20);
     const secs = (performance.now() - t0) / 1000;
     console.log(
-      `stream cycles: ${cycles} in ${secs.toFixed(1)} s; fds ${fds0} → ${fds1} ` +
-        `(after cycle 50 → after ${cycles}); RSS ${rss0.toFixed(1)} → ${rss1.toFixed(1)} MiB`,
+      `stream cycles: ${cycles} in ${secs.toFixed(1)} s; fds ${fds0} → ${fds1}; ` +
+        `${memoryGrowth(mem0!, mem1)} (after cycle 50 → after ${cycles})`,
     );
     assert.equal(fds1, fds0, "open fds stay flat");
-    assert.ok(rss1 - rss0 < 48, `RSS grew by ${(rss1 - rss0).toFixed(1)} MiB`);
+    assert.ok(grown < 48, `RSS grew by ${grown.toFixed(1)} MiB`);
     await peer.next((m) => "served" in m && m.served === cycles - 1, 60_000);
     assert.equal(await peer.exited, 0);
   } finally {

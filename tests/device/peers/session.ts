@@ -1,6 +1,6 @@
 /**
  * The client side of the RC echo sessions the cm and fault tests run against
- * `cm-rc-server.ts`, and the process measurements they report (open fds, RSS).
+ * `cm-rc-server.ts`, and the process measurements they report (open fds, RSS, JS heap).
  */
 
 import assert from "node:assert/strict";
@@ -24,6 +24,40 @@ export function openFds(): number {
 /** Resident set size of this process in bytes. */
 export function rss(): number {
   return process.memoryUsage().rss;
+}
+
+/** What {@link settledMemory} measured, in bytes. */
+export interface Memory {
+  /** Resident set size. */
+  rss: number;
+  /** JS heap in use. */
+  heap: number;
+  /** Whether a full collection ran first. */
+  collected: boolean;
+}
+
+/**
+ * RSS and JS heap after a full garbage collection where the runtime offers one (Bun always, Deno
+ * when run with `--v8-flags=--expose-gc`), so that growth between two calls is what is still held,
+ * not garbage waiting for the collector.
+ */
+export function settledMemory(): Memory {
+  const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void } };
+  let collected = true;
+  if (g.Bun) g.Bun.gc(true);
+  else if (g.gc) g.gc();
+  else collected = false;
+  const m = process.memoryUsage();
+  return { rss: m.rss, heap: m.heapUsed, collected };
+}
+
+/** Two {@link settledMemory} readings as one line of a test's report. */
+export function memoryGrowth(a: Memory, b: Memory): string {
+  const mib = (n: number) => (n / (1 << 20)).toFixed(1);
+  const how = b.collected ? "after a full GC" : "no forced GC";
+  return `RSS ${mib(a.rss)} → ${mib(b.rss)} MiB, JS heap ${mib(a.heap)} → ${
+    mib(b.heap)
+  } MiB (${how})`;
 }
 
 /** Connects to the echo server, sends `pings` pings and checks each pong. */
