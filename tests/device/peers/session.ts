@@ -32,12 +32,14 @@ export interface Memory {
   rss: number;
   /** JS heap in use. */
   heap: number;
+  /** Memory the JS engine accounts outside its heap (ArrayBuffer backing stores and the like). */
+  external: number;
   /** Whether a full collection ran first. */
   collected: boolean;
 }
 
 /**
- * RSS and JS heap after a full garbage collection where the runtime offers one (Bun always, Deno
+ * RSS and JS memory after a full garbage collection where the runtime offers one (Bun always, Deno
  * when run with `--v8-flags=--expose-gc`), so that growth between two calls is what is still held,
  * not garbage waiting for the collector.
  */
@@ -48,16 +50,18 @@ export function settledMemory(): Memory {
   else if (g.gc) g.gc();
   else collected = false;
   const m = process.memoryUsage();
-  return { rss: m.rss, heap: m.heapUsed, collected };
+  return { rss: m.rss, heap: m.heapUsed, external: m.external, collected };
 }
 
 /** Two {@link settledMemory} readings as one line of a test's report. */
 export function memoryGrowth(a: Memory, b: Memory): string {
   const mib = (n: number) => (n / (1 << 20)).toFixed(1);
   const how = b.collected ? "after a full GC" : "no forced GC";
-  return `RSS ${mib(a.rss)} → ${mib(b.rss)} MiB, JS heap ${mib(a.heap)} → ${
-    mib(b.heap)
-  } MiB (${how})`;
+  const pair = (what: string, k: "rss" | "heap" | "external") =>
+    `${what} ${mib(a[k])} → ${mib(b[k])} MiB`;
+  return `${pair("RSS", "rss")}, ${pair("JS heap", "heap")}, ${
+    pair("external", "external")
+  } (${how})`;
 }
 
 /** Connects to the echo server, sends `pings` pings and checks each pong. */
