@@ -21,7 +21,7 @@ inside() { # the suites in this guest, in both runtimes
   for rt in deno bun; do
     echo "=== $rt: ${files[*]}"
     if [ "$rt" = deno ]; then
-      deno test -P "${files[@]}" 2>&1 | grep -E "$figures" || true
+      deno test -P --v8-flags=--expose-gc "${files[@]}" 2>&1 | grep -E "$figures" || true
     else
       bun test --timeout 3600000 "${files[@]/#/./}" 2>&1 | grep -E "$figures" || true
     fi

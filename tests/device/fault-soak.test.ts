@@ -15,7 +15,7 @@ const MiB = 1024 * 1024;
 
 // On soft-iWARP these cycles found a race in the kernel's siw_accept (a client's first message
 // could sit unread in the server's socket); the VM's siw.ko carries the fix (scripts/softroce-vm,
-// fix_siw_accept; cm/README.md, "Provider bugs").
+// fix_siw_accept; cm/README.md, "A siw bug").
 deviceTest(
   `fault soak: ${CYCLES} connect/transfer/disconnect cycles, fds and RSS flat`,
   async (env) => {

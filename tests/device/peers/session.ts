@@ -40,8 +40,8 @@ export interface Memory {
 
 /**
  * RSS and JS memory after a full garbage collection where the runtime offers one (Bun always, Deno
- * when run with `--v8-flags=--expose-gc`), so that growth between two calls is what is still held,
- * not garbage waiting for the collector.
+ * when run with `--v8-flags=--expose-gc`, as scripts/test runs it), so that growth between two
+ * calls is what is still held, not garbage waiting for the collector.
  */
 export function settledMemory(): Memory {
   const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void } };
