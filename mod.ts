@@ -18,6 +18,12 @@
 
 export { configureNative, type LibraryPaths, type RuntimeInfo, runtimeInfo } from "./ffi/native.ts";
 export type { FnPointerPath } from "./types/native.ts";
+export {
+  COUNTING as COST_COUNTING,
+  costCounts,
+  type CostCounts,
+  resetCostCounts,
+} from "./ffi/cost.ts";
 export type { NativePointer, Pointer } from "./types/ctypes.ts";
 export * from "./types/errors.ts";
 export type { Bytes } from "./types/bytes.ts";

@@ -47,6 +47,7 @@ export class IdEvents<Request> {
   /** Connection requests nobody took yet (listeners). */
   readonly requests: Request[] = [];
   readonly #queue: CmEvent[] = [];
+  readonly #endObservers = new Set<(ev: CmEvent) => void>();
 
   /** Creates the lists; every pending wait holds `holds` (the id's event channel). */
   constructor(holds: HoldCounter) {
@@ -89,6 +90,27 @@ export class IdEvents<Request> {
     if (ev.type === CmEventType.DISCONNECTED || ev.type === CmEventType.CONNECT_REQUEST) return;
     this.#queue.push(ev);
     if (this.#queue.length > QUEUE_MAX) this.#queue.shift();
+  }
+
+  /**
+   * Calls `observer` when the connection ends (DISCONNECTED or DEVICE_REMOVAL), without holding
+   * the event channel (it is told while the channel is read for other reasons). Returns a
+   * function that removes it.
+   */
+  observeEnd(observer: (ev: CmEvent) => void): () => void {
+    this.#endObservers.add(observer);
+    return () => this.#endObservers.delete(observer);
+  }
+
+  /** Tells the end observers about `ev`. */
+  notifyEnd(ev: CmEvent): void {
+    for (const o of [...this.#endObservers]) {
+      try {
+        o(ev);
+      } catch (e) {
+        console.error("cm: a connection-end observer threw", e);
+      }
+    }
   }
 
   /** How many operations and disconnect waits are pending. */

@@ -94,6 +94,7 @@ export interface ResolveOptions extends WaitOptions {
 const construct = Symbol("CmId");
 
 let deliverTo: (id: CmId, ev: CmEvent) => void;
+let eventsOf: (id: CmId) => IdEvents<CmId>;
 /** Channels the cm helpers made for an id: each closes when the last id on it closes. */
 const ownedByIds = new WeakSet<CmEventChannel>();
 let setRequestHookOf: (id: CmId, hook: (request: CmId) => CmId) => void;
@@ -136,6 +137,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
 
   static {
     deliverTo = (id, ev) => id.#deliver(ev);
+    eventsOf = (id) => id.#events;
     setRequestHookOf = (id, hook) => {
       id.#onRequest = hook;
     };
@@ -785,12 +787,14 @@ export class CmId extends NativeResource implements AsyncDisposable {
         this.#disconnectSeen = true;
         this.#connected = false;
         this.#recordIwarpQpState(QpState.ERR);
+        this.#events.notifyEnd(ev);
         break;
       case CmEventType.DEVICE_REMOVAL:
         // every wait on the id fails: the device is gone (close the id next)
         this.#removed = true;
         this.#connected = false;
         this.#events.failAll((w) => failure(w.op, ev));
+        this.#events.notifyEnd(ev);
         return;
     }
     this.#events.route(ev);
@@ -863,6 +867,14 @@ export function ownAfter(
 /** Lets `rdma_migrate_id` register an id on its new channel (called once by channel.ts). */
 export function setChannelAdopt(fn: (channel: CmEventChannel, ptr: NativePointer) => CmId): void {
   adoptOnChannel = fn;
+}
+
+/**
+ * Calls `observer` when `id`'s connection ends (DISCONNECTED, DEVICE_REMOVAL) without holding its
+ * event channel; returns the remover (module-private to the library: streams use it).
+ */
+export function observeConnectionEnd(id: CmId, observer: (ev: CmEvent) => void): () => void {
+  return eventsOf(id).observeEnd(observer);
 }
 
 /** Delivers an event read from the channel to its id (module-private to the cm layer). */

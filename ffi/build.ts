@@ -5,7 +5,14 @@
  * @module
  */
 
-import type { BoundLibrary, Int64, NativePointer, Pointer, SymbolTable } from "../types/ctypes.ts";
+import type {
+  BoundLibrary,
+  FunctionSpec,
+  Int64,
+  NativePointer,
+  Pointer,
+  SymbolTable,
+} from "../types/ctypes.ts";
 import type { FnPointerPath, Native } from "../types/native.ts";
 import { IBVERBS } from "../types/symbols/ibverbs.ts";
 import { RDMACM } from "../types/symbols/rdmacm.ts";
@@ -13,6 +20,7 @@ import { LIBC } from "../types/symbols/libc.ts";
 import { InvalidArgumentError, LibraryNotFoundError, RdmaError } from "../types/errors.ts";
 import { candidates, LIBRARIES, type LibraryInfo, type LibraryPaths } from "./library.ts";
 import { describe } from "../types/check.ts";
+import { COUNTING, costs, countCall, countedLibrary } from "./cost.ts";
 
 /** What a runtime backend must provide. */
 export interface Backend {
@@ -60,7 +68,13 @@ const encoder = new TextEncoder();
 export function buildNative(backend: Backend, paths: LibraryPaths): Native {
   let ibverbs: BoundLibrary<typeof IBVERBS> | undefined;
   let rdmacm: BoundLibrary<typeof RDMACM> | undefined;
-  const libc = openWithHint(backend, LIBRARIES.libc, undefined, LIBC);
+  // with cost counting on (ffi/cost.ts) every library is bound through a counting copy
+  const open = COUNTING
+    ? <T extends SymbolTable>(info: LibraryInfo, explicit: string | undefined, table: T) =>
+      countedLibrary(openWithHint(backend, info, explicit, table))
+    : <T extends SymbolTable>(info: LibraryInfo, explicit: string | undefined, table: T) =>
+      openWithHint(backend, info, explicit, table);
+  const libc = open(LIBRARIES.libc, undefined, LIBC);
   const errnoAt = libc.__errno_location();
   if (errnoAt === null) throw new RdmaError("__errno_location returned NULL");
   // errno lives in thread-local storage of the JS thread; FFI calls made from
@@ -72,10 +86,10 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
     arch: backend.arch,
     fnPointerPath: "CFunction",
     get ibverbs() {
-      return ibverbs ??= openWithHint(backend, LIBRARIES.libibverbs, paths.libibverbs, IBVERBS);
+      return ibverbs ??= open(LIBRARIES.libibverbs, paths.libibverbs, IBVERBS);
     },
     get rdmacm() {
-      return rdmacm ??= openWithHint(backend, LIBRARIES.librdmacm, paths.librdmacm, RDMACM);
+      return rdmacm ??= open(LIBRARIES.librdmacm, paths.librdmacm, RDMACM);
     },
     libc,
     errno: () => errnoView[0],
@@ -130,6 +144,28 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
   return Object.assign(native, {
     fnPointerPath: fp.path,
     fnPointer: fp.fnPointer,
-    prepareCall: fp.prepareCall,
+    prepareCall: COUNTING ? countedPrepareCall(fp.prepareCall) : fp.prepareCall,
   });
+}
+
+/** The name a function-pointer spec is counted under: the member name in its C prototype. */
+function opName(spec: FunctionSpec): string {
+  return /\(\*\s*(\w+)\)/.exec(spec.c)?.[1] ?? /(\w+)\s*\(/.exec(spec.c)?.[1] ?? spec.c;
+}
+
+/** Prepared calls that count each call under the op's name (and `poll_cq` results of 0). */
+function countedPrepareCall(prepare: Native["prepareCall"]): Native["prepareCall"] {
+  return (fn, spec, args) => {
+    const p = prepare(fn, spec, args);
+    const name = opName(spec);
+    const polls = name === "poll_cq";
+    const call = p.call;
+    p.call = () => {
+      countCall(name);
+      const r = call();
+      if (polls && r === 0) costs.emptyPolls++;
+      return r;
+    };
+    return p;
+  };
 }

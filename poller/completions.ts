@@ -5,8 +5,10 @@
  *   wait for the completion channel's event through the poller. The order is always
  *   arm → drain → wait, so a completion landing between the drain and the wait still signals
  *   the channel. A CQ already armed and not yet signalled is not re-armed.
- * - `"busy"`: poll, and between empty rounds yield to the event loop (`setImmediate`), so
- *   timers and I/O keep running. Needs no channel; costs a core while waiting.
+ * - `"busy"`: poll in a tight loop for a slice ({@link BUSY_SLICE_MICROS}, or `spinMicros`), and
+ *   between slices yield to the event loop (`setImmediate`), so timers and I/O keep running. A
+ *   completion that lands within a slice costs no event-loop turn. Needs no channel; costs a
+ *   core while waiting.
  * - `"adaptive"` (the default): poll in a tight loop for a spin budget, then arm and wait like
  *   `"event"` (the idea of rsocket's `rpoll`, which spins for a fixed time). The budget is
  *   learnt per CQ from when completions actually arrived (a moving average with a margin,
@@ -14,16 +16,12 @@
  *   ping-pong whose answer comes back within the budget never pays a wake-up and an idle CQ
  *   spins almost nothing; `spinMicros` fixes the budget instead.
  *
- * Why `"adaptive"` is the default: in RC ping-pong (bench/pingpong-event.ts, soft-RoCE VM,
- * 2 vCPUs, two processes, medians of interleaved rounds, as ratios to `ibv_rc_pingpong -e` in the
- * same run) a fixed 20 µs spin already beat `"event"` in 5 of 6 runs: Deno 2.84× vs 6.07×,
- * 1.06× vs 1.41×, 1.53× vs 2.13×; Bun 1.40× vs 1.96×, 5.10× vs 6.33×, and 5.71× vs 5.01× (the
- * one loss, within the noise of the shared 2-core host). A completion that lands within the
- * spin saves a whole wake-up. Learning the budget per CQ keeps that gain where answers come
- * back quickly and stops a CQ whose completions come late from spinning in vain, while the
- * ceiling keeps an idle or loaded machine from losing more than 200 µs of event loop per wait.
- * `"busy"` keeps a core busy and was not reliably faster there (1.45–3.87× of the busy-polling
- * C tool), so it is never the default.
+ * Why `"adaptive"` is the default: a completion that lands within the spin saves a whole
+ * event-loop wake-up, which costs far more than polling (measurements: poller/README.md and
+ * bench/results/). Learning the budget per CQ keeps that gain where answers come back quickly and
+ * stops a CQ whose completions come late from spinning in vain, while the ceiling keeps an idle
+ * or loaded machine from losing more than {@link AUTO_SPIN_MAX_MICROS} µs of event loop per
+ * wait. `"busy"` keeps a core busy, so it is never the default.
  *
  * One consumer per CQ: the functions here call `cq.poll()`, which overwrites the CQ's WC array.
  *
@@ -41,6 +39,7 @@ import {
   type WaitOptions,
 } from "./wait.ts";
 import { describe } from "../types/check.ts";
+import { COUNTING, costs } from "../ffi/cost.ts";
 
 /** How to wait for completions. */
 export type Strategy = "busy" | "event" | "adaptive";
@@ -60,17 +59,55 @@ export const MAX_SPIN_MICROS = 10_000;
 /** The most the `"adaptive"` strategy spins on its own (no `spinMicros`), in microseconds. */
 export const AUTO_SPIN_MAX_MICROS = 200;
 
+/** How long one `"busy"` slice polls before yielding to the event loop, in microseconds. */
+export const BUSY_SLICE_MICROS = 1000;
+
 /**
- * Learns the adaptive budget from one wait that found completions `delay` µs after it started
- * (`spun` when the spin found them). The budget follows the typical arrival delay (a moving
- * average) with a margin, so completions that come back within a round trip are caught by the
- * spin and skip a wake-up, while a CQ whose completions come late (idle gaps, slow peers) stops
- * spinning in vain: those waits pull the estimate down.
+ * The spin budget of one waiter (a CQ's `"adaptive"` waits, a stream): fixed, or learnt from
+ * when completions actually arrived. The learnt budget follows the typical arrival delay (a
+ * moving average) with a margin, so completions that come back within a round trip are caught by
+ * the spin and skip a wake-up, while a waiter whose completions come late (idle gaps, slow peers)
+ * stops spinning in vain: those waits pull the estimate down. It stays between 2 µs and
+ * {@link AUTO_SPIN_MAX_MICROS}.
  */
-function learnSpin(s: CqState, delay: number): void {
-  if (delay <= AUTO_SPIN_MAX_MICROS) s.arrival += (delay - s.arrival) / 4;
-  else s.arrival *= 0.75;
-  s.spin = Math.min(AUTO_SPIN_MAX_MICROS, Math.max(2, s.arrival * 1.25 + 2));
+export class SpinBudget {
+  /** The budget of the next spin, in microseconds. */
+  micros: number;
+  #arrival: number;
+  readonly #fixed: boolean;
+  readonly #max: number;
+
+  /**
+   * A learnt budget (`fixed` undefined: starting at {@link DEFAULT_SPIN_MICROS}, at most `max`,
+   * default {@link AUTO_SPIN_MAX_MICROS}) or a fixed one.
+   */
+  constructor(fixed?: number, max: number = AUTO_SPIN_MAX_MICROS) {
+    this.#fixed = fixed !== undefined;
+    this.#max = max;
+    this.micros = this.#arrival = fixed ?? DEFAULT_SPIN_MICROS;
+  }
+
+  /** Learns from one wait that found completions `delay` µs after it started. */
+  learn(delay: number): void {
+    if (this.#fixed) return;
+    if (delay <= this.#max) this.#arrival += (delay - this.#arrival) / 4;
+    else this.#arrival *= 0.75;
+    this.micros = Math.min(this.#max, Math.max(2, this.#arrival * 1.25 + 2));
+  }
+}
+
+/** Throws unless `spinMicros` is a valid spin budget. */
+export function checkSpinMicros(spinMicros: unknown): void {
+  if (
+    spinMicros !== undefined &&
+    !(typeof spinMicros === "number" && spinMicros >= 0 && spinMicros <= MAX_SPIN_MICROS)
+  ) {
+    throw new InvalidArgumentError(
+      `spinMicros must be 0..${MAX_SPIN_MICROS} (the spin blocks the event loop), got ${
+        describe(spinMicros)
+      }`,
+    );
+  }
 }
 
 /** A completion channel as the poller sees it (the verbs `CompletionChannel` is one). */
@@ -103,7 +140,8 @@ export interface CompletionWaitOptions extends WaitOptions {
   /**
    * A fixed spin budget of `"adaptive"` in microseconds, 0..{@link MAX_SPIN_MICROS}. Without it the
    * budget is learnt per CQ (starting at {@link DEFAULT_SPIN_MICROS}, at most
-   * {@link AUTO_SPIN_MAX_MICROS}).
+   * {@link AUTO_SPIN_MAX_MICROS}). With `"busy"`: the length of one polling slice (default
+   * {@link BUSY_SLICE_MICROS}).
    */
   spinMicros?: number;
   /** Arm for solicited completions only (`"event"`/`"adaptive"`). */
@@ -115,10 +153,8 @@ export interface CompletionWaitOptions extends WaitOptions {
 }
 
 interface CqState {
-  /** The adaptive spin budget (µs) learned from when completions arrived. */
-  spin: number;
-  /** The learned typical arrival delay of a completion after a wait starts (µs). */
-  arrival: number;
+  /** The adaptive spin budget learnt from when completions arrived. */
+  readonly budget: SpinBudget;
   armed: boolean;
   armedSolicited: boolean;
   waits: WaitList | null;
@@ -133,8 +169,7 @@ function stateOf(cq: CompletionSource): CqState {
   let s = states.get(cq);
   if (!s) {
     s = {
-      spin: DEFAULT_SPIN_MICROS,
-      arrival: DEFAULT_SPIN_MICROS,
+      budget: new SpinBudget(),
       armed: false,
       armedSolicited: false,
       waits: null,
@@ -187,7 +222,10 @@ export function cancelCompletionWaits(cq: CompletionSource, reason?: Error): voi
   s.stopListening = null;
 }
 
-const yieldToLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
+const yieldToLoop = (): Promise<void> => {
+  if (COUNTING) costs.yields++;
+  return new Promise((r) => setImmediate(r));
+};
 
 function checkStrategy(strategy: Strategy, cq: CompletionSource): void {
   if (strategy !== "busy" && strategy !== "event" && strategy !== "adaptive") {
@@ -226,39 +264,44 @@ export function awaitCompletions(
     // fast path: completions are already there
     const got = cq.poll(options.max);
     if (got > 0) return Promise.resolve(got);
+    const fixed = options.spinMicros;
+    checkSpinMicros(fixed);
     if (strategy === "adaptive") {
-      const fixed = options.spinMicros;
-      if (
-        fixed !== undefined &&
-        !(typeof fixed === "number" && fixed >= 0 && fixed <= MAX_SPIN_MICROS)
-      ) {
-        throw new InvalidArgumentError(
-          `spinMicros must be 0..${MAX_SPIN_MICROS} (the spin blocks the event loop), got ${
-            describe(fixed)
-          }`,
-        );
-      }
       const start = performance.now();
-      const end = start + (fixed ?? s.spin) / 1000;
-      for (let now = start; now < end; now = performance.now()) {
-        const n = cq.poll(options.max);
-        if (n > 0) {
-          if (fixed === undefined) learnSpin(s, (performance.now() - start) * 1000);
-          return Promise.resolve(n);
-        }
+      const n = spinPoll(cq, options.max, start, fixed ?? s.budget.micros);
+      if (n > 0) {
+        if (fixed === undefined) s.budget.learn((performance.now() - start) * 1000);
+        return Promise.resolve(n);
       }
       return eventWait(cq, s, options, fixed === undefined ? start : -1);
+    }
+    if (strategy === "busy") {
+      const slice = fixed ?? BUSY_SLICE_MICROS;
+      const n = spinPoll(cq, options.max, performance.now(), slice);
+      return n > 0 ? Promise.resolve(n) : busyWait(cq, s, options, slice);
     }
   } catch (e) {
     return Promise.reject(e);
   }
-  return strategy === "busy" ? busyWait(cq, s, options) : eventWait(cq, s, options, -1);
+  return eventWait(cq, s, options, -1);
 }
 
+/** Polls until completions arrive or `micros` have passed since `start`; returns how many. */
+function spinPoll(cq: CompletionSource, max: number | undefined, start: number, micros: number) {
+  const end = start + micros / 1000;
+  for (let now = start; now < end; now = performance.now()) {
+    const n = cq.poll(max);
+    if (n > 0) return n;
+  }
+  return 0;
+}
+
+/** Busy slices: poll for `slice` µs, then yield one event-loop turn, until completions arrive. */
 async function busyWait(
   cq: CompletionSource,
   s: CqState,
   options: CompletionWaitOptions,
+  slice: number,
 ): Promise<number> {
   const { signal, timeout, max } = options;
   const deadline = timeout === undefined ? Infinity : performance.now() + timeout;
@@ -266,7 +309,7 @@ async function busyWait(
     await yieldToLoop();
     if (s.closed) throw s.closed;
     if (signal?.aborted) throw abortedError(signal);
-    const n = cq.poll(max);
+    const n = spinPoll(cq, max, performance.now(), slice);
     if (n > 0) return n;
     if (performance.now() >= deadline) {
       throw timedOutError("completion wait", timeout!);
@@ -302,7 +345,7 @@ async function eventWait(
     }
     const n = cq.poll(max);
     if (n > 0) {
-      if (learnFrom >= 0) learnSpin(s, (performance.now() - learnFrom) * 1000);
+      if (learnFrom >= 0) s.budget.learn((performance.now() - learnFrom) * 1000);
       return n;
     }
     // every round of the loop keeps the first round's deadline

@@ -17,6 +17,7 @@
  */
 
 import { clearTimeout, setTimeout } from "node:timers";
+import { COUNTING, costs } from "../ffi/cost.ts";
 
 /** Something with a deadline (`at`, on the `performance.now()` clock) that fires once. */
 export interface Deadline {
@@ -40,6 +41,7 @@ let held = false;
 function arm(at: number): void {
   if (timer !== undefined) clearTimeout(timer as never);
   armedAt = at;
+  if (COUNTING) costs.timers++;
   timer = setTimeout(fire, Math.max(0, at - performance.now())) as unknown as Timer;
   held = true;
 }

@@ -24,7 +24,7 @@
  * @module
  */
 
-export { FdWatch, Poller, type PollerOptions } from "./poller.ts";
+export { FdWatch, Poller, PollerHold, type PollerOptions, WEAK_CHECK_MS } from "./poller.ts";
 export { useWaiter, waiterKinds } from "./waiter.ts";
 export {
   abortedError,
@@ -37,6 +37,7 @@ export {
 export {
   AUTO_SPIN_MAX_MICROS,
   awaitCompletions,
+  BUSY_SLICE_MICROS,
   type CompletionChannelLike,
   completions,
   type CompletionSource,

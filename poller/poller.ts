@@ -11,12 +11,18 @@
  *
  * The poller waits only while something is awaited (a pending {@link FdWatch.readable}, or a
  * {@link Poller.ref}/{@link FdWatch.ref}); otherwise nothing keeps the process alive and no
- * thread is busy. Notifications (callbacks) are delivered while the poller is waiting.
+ * thread is busy. Notifications (callbacks) are delivered while the poller is waiting. Waits of
+ * unref'd objects (a {@link PollerHold} with `keepsAlive` off, e.g. an `unref()`'d connection)
+ * are weak holds: they are served while the process stays alive for other reasons (the
+ * waiter when anything else waits, otherwise a check of the set every {@link WEAK_CHECK_MS} ms
+ * by an unref'd timer) and never keep it alive themselves.
  *
  * @module
  */
 
 import { layouts, native } from "../ffi/native.ts";
+import { clearTimeout, setTimeout } from "node:timers";
+import { takeReady } from "../ffi/epoll-ready.ts";
 import {
   createWaiter,
   EFD_CLOEXEC,
@@ -27,12 +33,14 @@ import {
   EPOLLET,
   EPOLLIN,
   type EpollWaiter,
+  type WaiterOptions,
 } from "../ffi/wait.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 import { type HoldCounter, WaitList, type WaitOptions } from "./wait.ts";
 import { errnoError } from "../ffi/errors.ts";
 import { describe } from "../types/check.ts";
+import { COUNTING, costs } from "../ffi/cost.ts";
 
 /** Options of a {@link Poller}. */
 export interface PollerOptions {
@@ -41,6 +49,14 @@ export interface PollerOptions {
 }
 
 let shared: Poller | undefined;
+
+/** How often the epoll set is checked while only weak holds wait (ms). */
+export const WEAK_CHECK_MS = 5;
+
+/** The part of a `node:timers` Timeout used here. */
+interface Timer {
+  unref(): unknown;
+}
 
 /**
  * One epoll set, a wake eventfd and the runtime's waiting backend. Most programs use the
@@ -52,6 +68,12 @@ export class Poller implements HoldCounter {
   #waiter: EpollWaiter;
   #watches = new Map<number, FdWatch>();
   #holds = 0;
+  #weakHolds = 0;
+  #weakTimer: Timer | null = null;
+  #weakEvents: NativeBlock | null = null;
+  #weakFds: Int32Array | null = null;
+  readonly #weakCheck = () => this.#checkWeak();
+  readonly #waiterOptions: WaiterOptions;
   #closed = false;
   #closeListeners = new Set<(error: ClosedError) => void>();
   #event: NativeBlock;
@@ -90,14 +112,15 @@ export class Poller implements HoldCounter {
     this.#event = new NativeBlock(layout.size, 8);
     this.#scratch = new NativeBlock(8, 8);
     this.#ctl(EPOLL_CTL_ADD, wakeFd);
-    this.#waiter = createWaiter({
+    this.#waiterOptions = {
       epfd,
       wakeFd,
       maxEvents,
       eventSize: layout.size,
       dataOffset: this.#dataOffset,
       onEvents: (fds, count) => this.#dispatch(fds, count),
-    });
+    };
+    this.#waiter = createWaiter(this.#waiterOptions);
   }
 
   /**
@@ -176,13 +199,56 @@ export class Poller implements HoldCounter {
   /** Keeps the poller waiting (and the process alive) until a matching {@link Poller.unref}. */
   ref(): void {
     if (this.#closed) return;
-    if (this.#holds++ === 0) this.#waiter.want(true);
+    if (this.#holds++ === 0) {
+      this.#waiter.want(true);
+      this.#stopWeakChecks();
+    }
   }
 
   /** Ends one {@link Poller.ref}; with none left, the poller stops waiting. */
   unref(): void {
     if (this.#holds === 0) return;
-    if (--this.#holds === 0) this.#waiter.want(false);
+    if (--this.#holds === 0) {
+      this.#waiter.want(false);
+      if (this.#weakHolds > 0) this.#startWeakChecks();
+    }
+  }
+
+  /**
+   * A weak hold: the poller serves it while the process stays alive for other reasons, and it
+   * does not keep the process alive. Ended by {@link Poller.unrefWeak}.
+   */
+  refWeak(): void {
+    if (this.#closed) return;
+    if (this.#weakHolds++ === 0 && this.#holds === 0) this.#startWeakChecks();
+  }
+
+  /** Ends one {@link Poller.refWeak}. */
+  unrefWeak(): void {
+    if (this.#weakHolds === 0) return;
+    if (--this.#weakHolds === 0) this.#stopWeakChecks();
+  }
+
+  #startWeakChecks(): void {
+    if (this.#weakTimer !== null) return;
+    this.#weakTimer = setTimeout(this.#weakCheck, WEAK_CHECK_MS) as unknown as Timer;
+    this.#weakTimer.unref();
+  }
+
+  #stopWeakChecks(): void {
+    if (this.#weakTimer === null) return;
+    clearTimeout(this.#weakTimer as never);
+    this.#weakTimer = null;
+  }
+
+  #checkWeak(): void {
+    this.#weakTimer = null;
+    if (this.#closed || this.#holds > 0 || this.#weakHolds === 0) return;
+    const o = this.#waiterOptions;
+    this.#weakEvents ??= new NativeBlock(o.maxEvents * o.eventSize, 16);
+    this.#weakFds ??= new Int32Array(o.maxEvents);
+    takeReady(o, this.#weakEvents, this.#weakFds, () => this.#closed);
+    if (this.#holds === 0 && this.#weakHolds > 0) this.#startWeakChecks();
   }
 
   /**
@@ -197,12 +263,15 @@ export class Poller implements HoldCounter {
     this.#closeListeners.clear();
     this.#closed = true;
     this.#holds = 0;
+    this.#weakHolds = 0;
+    this.#stopWeakChecks();
     const { libc } = native();
     this.#waiter.close(() => {
       libc.close(this.#epfd);
       libc.close(this.#wakeFd);
       this.#event.free();
       this.#scratch.free();
+      this.#weakEvents?.free();
     });
   }
 
@@ -230,6 +299,7 @@ export class Poller implements HoldCounter {
   }
 
   #dispatch(fds: Int32Array, count: number): void {
+    if (COUNTING) costs.wakes++;
     for (let i = 0; i < count; i++) {
       const fd = fds[i];
       if (fd === this.#wakeFd) {
@@ -351,6 +421,68 @@ export class FdWatch {
     }
     if (this.#waits.size > 0) this.#waits.resolveAll();
     else this.#edge = true;
+  }
+}
+
+/**
+ * The holds of one object on a poller (its pending waits), switchable between keeping the
+ * process alive (`keepsAlive`, the default) and weak holds that do not ({@link Poller.refWeak}):
+ * what `ref()`/`unref()` of a connection or listener change. Switching moves the pending holds.
+ */
+export class PollerHold implements HoldCounter {
+  /** The poller held. */
+  readonly poller: Poller;
+  #count = 0;
+  #alive = true;
+
+  /** Creates a hold on `poller` (none held yet). */
+  constructor(poller: Poller) {
+    this.poller = poller;
+  }
+
+  /** Whether the holds keep the process alive. */
+  get keepsAlive(): boolean {
+    return this.#alive;
+  }
+
+  set keepsAlive(on: boolean) {
+    if (on === this.#alive) return;
+    for (let i = 0; i < this.#count; i++) this.#take();
+    this.#alive = on;
+    for (let i = 0; i < this.#count; i++) this.#give();
+  }
+
+  /** How many holds are taken. */
+  get count(): number {
+    return this.#count;
+  }
+
+  /** Takes one hold. */
+  ref(): void {
+    this.#count++;
+    this.#give();
+  }
+
+  /** Releases one hold. */
+  unref(): void {
+    if (this.#count === 0) return;
+    this.#count--;
+    this.#take();
+  }
+
+  /** Releases every hold. */
+  release(): void {
+    while (this.#count > 0) this.unref();
+  }
+
+  #give(): void {
+    if (this.#alive) this.poller.ref();
+    else this.poller.refWeak();
+  }
+
+  #take(): void {
+    if (this.#alive) this.poller.unref();
+    else this.poller.unrefWeak();
   }
 }
 

@@ -10,6 +10,7 @@
 import { AbortedError, InvalidArgumentError, type RdmaError } from "../types/errors.ts";
 import { addDeadline, type Deadline, removeDeadline } from "./deadlines.ts";
 import { describe } from "../types/check.ts";
+import { COUNTING, costs } from "../ffi/cost.ts";
 
 /** Options accepted by every wait. */
 export interface WaitOptions {
@@ -157,6 +158,7 @@ export class WaitList<T = void, K = undefined> {
         if (signal?.aborted) return Promise.reject(abortedError(signal, what));
       }
     }
+    if (COUNTING) costs.waits++;
     const p = new Pending<T, K>(
       this.#list,
       this.#holds,

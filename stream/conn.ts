@@ -3,20 +3,32 @@
  * `write`, `readable`/`writable` web streams, `closeWrite`, `close` — and {@link connect}, the
  * active side.
  *
- * How it runs on the event loop: reads and writes first try the engine synchronously (data
- * already received, room in the send ring and credits); only when they must wait do they join
- * the connection's wait list (the library's `WaitList`), and one pump per connection then waits
- * for completions through the poller (default strategy), feeds them to the engine and wakes the
- * waits. The pump stops when nobody waits, so an idle connection costs no CPU and does not keep
- * the process alive. While the pump runs it also watches the connection manager: a DISCONNECTED
- * without rsocket's own DISCONNECT message first means the peer went away, and pending and
- * later operations fail with {@link ConnectionResetError}.
+ * How it runs on the event loop (the hot path, as rsocket's `rrecv`/`rsend` with `rpoll`):
+ *
+ * 1. A read or write works on the engine synchronously: data already received, room in the send
+ *    ring and credits. If it cannot, it polls the CQ once and feeds the completions to the
+ *    engine (receives re-posted, credits granted), and tries again.
+ * 2. Still blocked, it spins: polls the CQ for a bounded budget (strategy `"adaptive"`: learnt
+ *    from when answers actually came, at most {@link STREAM_SPIN_MAX_MICROS} µs, or
+ *    `spinMicros`; `"busy"`: one slice; `"event"`: none). Data or credits that come within it
+ *    resolve the operation with no event-loop turn, no timer and no promise besides the one the
+ *    operation returns.
+ * 3. Only then it waits: one pump per connection arms the CQ, drains it, and waits for the
+ *    completion channel through the poller, then wakes the waiting operations, which check
+ *    again. The pump stops when nobody waits, so an idle connection costs no CPU and does not
+ *    keep the process alive.
+ *
+ * The connection manager's end of the connection (DISCONNECTED, DEVICE_REMOVAL) is observed on
+ * the CM id without holding anything: it is read whenever the poller runs, and wakes the pump. A
+ * DISCONNECTED without rsocket's own DISCONNECT message first means the peer went away, and
+ * pending and later operations fail with {@link ConnectionResetError}.
  *
  * @module
  */
 
 import { setImmediate } from "node:timers";
 import { NativeResource } from "../ffi/resource.ts";
+import { COUNTING, costs } from "../ffi/cost.ts";
 import {
   ClosedError,
   CmEventError,
@@ -26,12 +38,20 @@ import {
 } from "../types/errors.ts";
 import { Errno } from "../types/errno.ts";
 import { CmEventType, WcStatus } from "../types/enums.ts";
-import { awaitCompletions, type CompletionWaitOptions } from "../poller/completions.ts";
-import type { Poller } from "../poller/poller.ts";
+import {
+  BUSY_SLICE_MICROS,
+  checkSpinMicros,
+  DEFAULT_STRATEGY,
+  SpinBudget,
+  type Strategy,
+} from "../poller/completions.ts";
+import { Poller, PollerHold } from "../poller/poller.ts";
 import { WaitList, type WaitOptions } from "../poller/wait.ts";
-import type { Strategy } from "../poller/completions.ts";
 import { CmEventChannel } from "../cm/channel.ts";
-import type { CmId } from "../cm/id.ts";
+import { type CmId, observeConnectionEnd } from "../cm/id.ts";
+import type { CmEvent } from "../cm/event.ts";
+import type { CompletionQueue } from "../verbs/cq.ts";
+import { describe } from "../types/check.ts";
 import { numericHost } from "../cm/connect.ts";
 import type { SocketAddress } from "../cm/address.ts";
 import { RECV_WR_ID, type StreamEngine } from "./engine.ts";
@@ -51,9 +71,13 @@ export interface StreamOptions {
   receiveQueueDepth?: number;
   /** Writes up to this many bytes go inline (default 64; the QP may grant more). */
   inlineSize?: number;
-  /** How waits for completions are done (default: the poller's default strategy). */
+  /**
+   * How a blocked read or write waits (default `"adaptive"`: spin for a learnt budget, then
+   * wait for the completion channel; `"event"`: wait at once; `"busy"`: poll in slices between
+   * event-loop turns, never sleep).
+   */
   strategy?: Strategy;
-  /** Spin budget of the adaptive strategy in µs (default: learned per CQ). */
+  /** A fixed spin budget (adaptive) or slice (busy) in µs, 0..10,000 (default: learnt). */
   spinMicros?: number;
   /** The poller to wait through (default: the shared one). */
   poller?: Poller;
@@ -74,8 +98,17 @@ export interface RdmaAddr {
   readonly port: number;
 }
 
-/** Options of {@link RdmaConn.read}, {@link RdmaConn.write} and {@link RdmaConn.closeWrite}. */
+/** Options of {@link RdmaConn.write} and {@link RdmaConn.closeWrite}. */
 export type IoOptions = WaitOptions;
+
+/** Options of {@link RdmaConn.read}. */
+export interface ReadOptions extends WaitOptions {
+  /**
+   * Wait until at least this many bytes are in the buffer (1..its length; rsocket's
+   * `MSG_WAITALL` when it is the whole buffer). At the end of the stream fewer are returned.
+   */
+  min?: number;
+}
 
 /** Options of {@link connect}. */
 export interface ConnectOptions extends StreamOptions, WaitOptions {
@@ -103,16 +136,26 @@ function toAddr(a: SocketAddress | null): RdmaAddr {
   return { transport: "rdma", hostname: a?.address ?? "", port: a?.port ?? 0 };
 }
 
+const yieldToLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
+
 const construct = Symbol("RdmaConn");
 
 const noop = () => {};
-const yieldMacrotask = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 /**
- * How long a connection keeps its connection-manager watch after its last wait (ms): long
- * enough that a ping-pong reuses it, short enough that an idle process exits promptly.
+ * The most a stream's learnt spin budget grows to, in microseconds. Larger than a CQ wait's
+ * ({@link AUTO_SPIN_MAX_MICROS}): a stream waits for its peer's answer, and a wake-up through
+ * the event loop costs more than most round trips; a peer that answers late pulls the budget
+ * down to almost nothing within a few waits.
  */
-const SESSION_IDLE_MS = 25;
+export const STREAM_SPIN_MAX_MICROS = 1000;
+
+// what a spin or a wait waits for
+const READ = 0;
+const WRITE = 1;
+const CONTROL = 2;
+const SENDS_DONE = 3;
+type Want = typeof READ | typeof WRITE | typeof CONTROL | typeof SENDS_DONE;
 
 /** How the connection ends its native side: what to close after the CM id. */
 export interface ConnOwnership {
@@ -122,26 +165,25 @@ export interface ConnOwnership {
   readonly release?: () => void;
 }
 
-interface Session {
-  readonly ctrl: AbortController;
-  readonly opts: CompletionWaitOptions;
-}
-
 /**
  * One stream connection speaking rsocket's protocol. Made by {@link connect} and by
  * `RdmaListener.accept()`.
  *
  * - `read(p)` resolves with the number of bytes copied into `p`, or null at the end of the
- *   stream (the peer's `closeWrite`/shutdown or close, after every byte was read).
+ *   stream (the peer's `closeWrite`/shutdown or close, after every byte was read); with
+ *   `{ min }` it waits until at least `min` bytes are in `p` (fewer only at the end).
  * - `write(p)` resolves with `p.length` once every byte is in the send ring (posted to the
  *   device): it waits while credits, ring space or send WRs are exhausted (backpressure).
  *   Writes are serialized; bytes of two writes never interleave.
+ * - `tryRead(p)` / `tryWrite(p)` do what can be done now and never wait (rsocket's
+ *   `MSG_DONTWAIT`).
  * - `closeWrite()` sends rsocket's SHUTDOWN after the pending writes and resolves when every
  *   send has completed; the peer reads null after the last byte.
  * - `close()` is synchronous and idempotent: pending operations reject with `ClosedError`, and
  *   in the background the connection sends rsocket's DISCONNECT, lets in-flight sends finish,
  *   disconnects and frees everything (bounded by `lingerMs`); `await conn.released` (or
  *   `await using`) waits for that.
+ * - `ref()` / `unref()`: whether pending operations keep the process alive (they do by default).
  * - Every wait takes `{ signal, timeout }`. When the peer vanishes (its process dies, its device
  *   goes away, a work request fails) operations reject with {@link ConnectionResetError}
  *   (reads return the bytes that had arrived first).
@@ -154,43 +196,56 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   readonly #id: CmId;
   readonly #t: VerbsTransport;
   readonly #e: StreamEngine;
+  readonly #cq: CompletionQueue;
   readonly #own: ConnOwnership;
   readonly #linger: number;
-  readonly #waitOpts: { strategy?: Strategy; spinMicros?: number; poller?: Poller };
+  readonly #strategy: Strategy;
+  readonly #budget: SpinBudget;
+  readonly #slice: number;
+  readonly #poller: Poller;
+  /** The poller holds of this connection's waits (`ref`/`unref` switch them). */
+  readonly #hold: PollerHold;
+  /** Operations waiting for the connection's progress (they hold nothing themselves). */
   readonly #waiters = new WaitList<void>();
+  /** The pump's wait for the completion channel (holds the poller). */
+  readonly #channelWait: WaitList<void>;
   readonly #writeLock = new WaitList<void>();
-  #writing = false;
+  #watched = false;
+  #armed = false;
   #pumping = false;
-  #session: Session | null = null;
-  #idleSince = 0;
-  #sessionTimer: ReturnType<typeof setTimeout> | null = null;
+  #writing = false;
+  /** When the last spin that missed started (to learn the delay once the wait ends), or -1. */
+  #missedAt = -1;
   #cmGone = false;
   #reset: RdmaError | null = null;
   #cause: Error | null = null;
+  #wcError: Error | null = null;
   #released: Promise<void> | null = null;
   #readable: ReadableStream<Uint8Array> | null = null;
   #writable: WritableStream<Uint8Array> | null = null;
+  readonly #stopObserving: () => void;
 
-  readonly #onCmDisconnected = () => {
-    this.#cmGone = true;
-    this.#session?.ctrl.abort();
-    this.#session = null;
-  };
-  readonly #onCmError = (e: unknown) => {
-    if (e instanceof CmEventError) {
-      this.#cause = e;
-      this.#onCmDisconnected();
+  readonly #onCmEnd = (ev: CmEvent) => {
+    if (ev.type === CmEventType.DEVICE_REMOVAL) {
+      this.#cause ??= new CmEventError("RdmaConn", ev.type, ev.name, ev.status, null);
     }
+    this.#cmGone = true;
+    this.#channelWait.resolveAll();
   };
   readonly #onWaitEnded = () => {
-    if (this.#waiters.size === 0) this.#endSession();
+    if (this.#waiters.size === 0) this.#channelWait.resolveAll();
   };
-  readonly #checkSession = () => {
-    this.#sessionTimer = null;
-    if (!this.#session || this.#pumping) return; // a running pump re-arms this when it stops
-    const left = this.#idleSince + SESSION_IDLE_MS - performance.now();
-    if (left > 0) this.#sessionTimer = setTimeout(this.#checkSession, left);
-    else this.#endSession();
+  /** The completion channel fired: take its events (acked in batches), wake the pump. */
+  readonly #onChannel = () => {
+    const ch = this.#t.channel;
+    if (ch.closed) return;
+    try {
+      while (ch.getEvent() !== null);
+    } catch (err) {
+      this.#failWith(err as Error);
+    }
+    this.#armed = false;
+    this.#channelWait.resolveAll();
   };
 
   /** Not for direct use: {@link connect} and `RdmaListener.accept()` make connections. */
@@ -204,19 +259,32 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     if (token !== construct) {
       throw new InvalidArgumentError("RdmaConn is made by connect() or accept()");
     }
+    const strategy = options.strategy ?? DEFAULT_STRATEGY;
+    if (strategy !== "adaptive" && strategy !== "event" && strategy !== "busy") {
+      throw new InvalidArgumentError(
+        `unknown strategy ${describe(strategy)} (busy, event or adaptive)`,
+      );
+    }
+    checkSpinMicros(options.spinMicros);
+    if (options.poller !== undefined && !(options.poller instanceof Poller)) {
+      throw new InvalidArgumentError("poller must be a Poller");
+    }
     super("RdmaConn", []);
     this.#id = id;
     this.#t = transport;
     this.#e = transport.engine;
+    this.#cq = transport.cq;
     this.#own = own;
     this.#linger = options.lingerMs ?? 3000;
-    this.#waitOpts = {
-      strategy: options.strategy,
-      spinMicros: options.spinMicros,
-      poller: options.poller,
-    };
+    this.#strategy = strategy;
+    this.#budget = new SpinBudget(options.spinMicros, STREAM_SPIN_MAX_MICROS);
+    this.#slice = options.spinMicros ?? BUSY_SLICE_MICROS;
+    this.#poller = options.poller ?? Poller.default();
+    this.#hold = new PollerHold(this.#poller);
+    this.#channelWait = new WaitList<void>(this.#hold);
     this.localAddr = toAddr(id.localAddress);
     this.remoteAddr = toAddr(id.peerAddress);
+    this.#stopObserving = observeConnectionEnd(id, this.#onCmEnd);
     this.#guard(() => this.#e.updateCredits()); // advertise the second half of the ring now
   }
 
@@ -245,49 +313,167 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     return this.#released ?? Promise.resolve();
   }
 
+  /** Pending operations keep the process alive (the default). */
+  ref(): void {
+    this.#hold.keepsAlive = true;
+  }
+
+  /**
+   * Pending operations no longer keep the process alive: they still complete while it runs for
+   * other reasons (like `Deno.Conn.unref`).
+   */
+  unref(): void {
+    this.#hold.keepsAlive = false;
+  }
+
   // ---------------------------------------------------------------- reads
 
   /**
-   * Reads into `p`: resolves with the number of bytes (at least 1), or null at the end of the
-   * stream. Waits until data arrives.
+   * Reads into `p`: resolves with the number of bytes (at least 1, or at least `options.min`
+   * but fewer at the end of the stream), or null at the end of the stream. Waits until data
+   * arrives.
    */
-  async read(p: Uint8Array, options?: IoOptions): Promise<number | null> {
-    this.assertOpen();
-    if (p.length === 0) return 0;
-    const e = this.#e;
-    for (;;) {
-      const n = e.read(p, 0, p.length);
-      if (n > 0) {
-        this.#guard(() => e.updateCredits());
-        return n;
-      }
-      if (n < 0) {
-        if (e.failed || this.#reset) throw this.#resetError();
-        return null;
-      }
-      await this.#wait(options);
+  read(p: Uint8Array, options?: ReadOptions): Promise<number | null> {
+    if (this.closed) return Promise.reject(new ClosedError("RdmaConn"));
+    if (!(p instanceof Uint8Array)) {
+      return Promise.reject(new InvalidArgumentError("read needs a Uint8Array"));
     }
+    const len = p.length;
+    let min = 1;
+    if (options !== undefined && options !== null && options.min !== undefined) {
+      min = options.min;
+      if (!Number.isInteger(min) || min < 1 || min > len) {
+        return Promise.reject(
+          new InvalidArgumentError(`min must be an integer 1..${len}, got ${describe(min)}`),
+        );
+      }
+    }
+    if (len === 0) return Promise.resolve(0);
+    let n = this.#readNow(p, 0);
+    if (n === 0 && this.#spin(READ)) n = this.#readNow(p, 0);
+    if (n > 0 && n < min) return this.#readSlow(p, n, min, options);
+    if (n !== 0) return this.#readResult(n);
+    return this.#readSlow(p, 0, min, options);
+  }
+
+  /**
+   * Reads what has arrived without waiting (rsocket's `MSG_DONTWAIT`): the bytes copied into
+   * `p`, 0 when nothing has arrived yet, or null at the end of the stream.
+   */
+  tryRead(p: Uint8Array): number | null {
+    this.assertOpen();
+    if (!(p instanceof Uint8Array)) throw new InvalidArgumentError("tryRead needs a Uint8Array");
+    if (p.length === 0) return 0;
+    const n = this.#readNow(p, 0);
+    if (n >= 0) return n;
+    if (this.#e.failed || this.#reset) throw this.#resetError();
+    return null;
+  }
+
+  async #readSlow(
+    p: Uint8Array,
+    got: number,
+    min: number,
+    options: ReadOptions | undefined,
+  ): Promise<number | null> {
+    for (;;) {
+      await this.#wait(options);
+      const n = this.#readNow(p, got);
+      if (n > 0) {
+        got += n;
+        if (got >= min) {
+          this.#learnLate();
+          return got;
+        }
+      } else if (n < 0) {
+        if (got > 0) return got;
+        return this.#end();
+      }
+    }
+  }
+
+  /** Copies received bytes into `p[off..]`: the count, 0 if none yet, -1 at the end or reset. */
+  #readNow(p: Uint8Array, off: number): number {
+    const e = this.#e;
+    let n = e.read(p, off, p.length - off);
+    if (n === 0 && this.#progress() > 0) n = e.read(p, off, p.length - off);
+    if (n > 0) this.#guard(() => e.updateCredits());
+    return n;
+  }
+
+  #readResult(n: number): Promise<number | null> {
+    if (n > 0) return Promise.resolve(n);
+    try {
+      return Promise.resolve(this.#end());
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** The end of the stream: null, or the reset error when it ended by a failure. */
+  #end(): null {
+    if (this.#e.failed || this.#reset) throw this.#resetError();
+    return null;
   }
 
   // ---------------------------------------------------------------- writes
 
   /** Writes all of `p`; resolves with `p.length` once every byte is in the send ring. */
-  async write(p: Uint8Array, options?: IoOptions): Promise<number> {
+  write(p: Uint8Array, options?: IoOptions): Promise<number> {
+    if (this.closed) return Promise.reject(new ClosedError("RdmaConn"));
+    if (!(p instanceof Uint8Array)) {
+      return Promise.reject(new InvalidArgumentError("write needs a Uint8Array"));
+    }
+    const len = p.length;
+    if (this.#writing) return this.#writeSlow(p, 0, options);
+    let off = 0;
+    for (;;) {
+      const n = this.#sendNow(p, off);
+      if (n < 0) return Promise.reject(this.#writeError());
+      off += n;
+      if (off === len) return Promise.resolve(len);
+      if (!this.#spin(WRITE)) return this.#writeSlow(p, off, options);
+    }
+  }
+
+  /** Writes what fits now without waiting; returns the bytes taken (0 when nothing fits). */
+  tryWrite(p: Uint8Array): number {
     this.assertOpen();
+    if (!(p instanceof Uint8Array)) throw new InvalidArgumentError("tryWrite needs a Uint8Array");
+    if (this.#writing) return 0; // an earlier write still waits: its bytes go first
+    const n = this.#sendNow(p, 0);
+    if (n < 0) throw this.#writeError();
+    return n;
+  }
+
+  async #writeSlow(p: Uint8Array, off: number, options: IoOptions | undefined): Promise<number> {
     if (this.#writing) await this.#lock(options);
     this.#writing = true;
     try {
-      let off = 0;
       const len = p.length;
       while (off < len) {
-        const n = this.#send(p, off, len - off);
+        const n = this.#sendNow(p, off);
         if (n < 0) throw this.#writeError();
         off += n;
-        if (off < len) await this.#wait(options);
+        if (off < len) await this.#waitFor(WRITE, options);
       }
+      this.#learnLate();
       return len;
     } finally {
       this.#unlock();
+    }
+  }
+
+  /** Sends what can be sent of `p[off..]` now: the bytes taken, or -1 when it may not send. */
+  #sendNow(p: Uint8Array, off: number): number {
+    const e = this.#e;
+    try {
+      let n = e.write(p, off, p.length - off);
+      if (n === 0 && this.#progress() > 0) n = e.write(p, off, p.length - off);
+      return n;
+    } catch (err) {
+      this.#failWith(err as Error);
+      return -1;
     }
   }
 
@@ -304,9 +490,11 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       const e = this.#e;
       if (e.writable) {
         const ctrl = e.shutdown("write");
-        while (e.connected && !this.#guard(() => e.postControl(ctrl))) await this.#wait(options);
+        while (e.connected && !this.#guard(() => e.postControl(ctrl))) {
+          await this.#waitFor(CONTROL, options);
+        }
       }
-      while (!e.allSendsDone()) await this.#wait(options);
+      while (!e.allSendsDone()) await this.#waitFor(SENDS_DONE, options);
       if (this.#reset) throw this.#reset;
     } finally {
       this.#unlock();
@@ -323,7 +511,11 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       pull: async (c: ReadableByteStreamController) => {
         const req = c.byobRequest!;
         const v = req.view!;
-        const n = await this.read(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+        // a BYOB read with { min } asks for at least that many bytes (elements × size)
+        const filled = (req as unknown as { minimumFill?: number }).minimumFill;
+        const p = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+        const min = filled !== undefined && filled > 1 && filled <= p.length ? filled : undefined;
+        const n = await this.read(p, min === undefined ? undefined : { min });
         if (n === null) {
           c.close();
           req.respond(0);
@@ -361,7 +553,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const err = new ClosedError("RdmaConn");
     this.#waiters.rejectAll(err);
     this.#writeLock.rejectAll(err);
-    this.#endSession();
+    this.#channelWait.resolveAll(); // the pump sees the connection closed and stops
     this.#released = this.#teardown();
   }
 
@@ -369,9 +561,8 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const deadline = performance.now() + this.#linger;
     const e = this.#e;
     try {
-      while (this.#pumping) await yieldMacrotask();
-      const cq = this.#t.cq;
-      for (let n = cq.poll(); n > 0; n = cq.poll()) this.#process(n);
+      while (this.#pumping) await this.#channelWait.add(); // the pump ends at its next step
+      this.#progress();
       // after the connection manager's DISCONNECTED nobody answers: no goodbye to send
       if (e.connected && (this.#cmGone || !this.#id.connected)) e.reset();
       if (e.connected) {
@@ -382,6 +573,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     } catch {
       // out of time, or the QP failed: disconnect anyway
     }
+    this.#stopObserving();
     try {
       await this.#id.disconnect({ timeout: Math.max(1, deadline - performance.now()) });
     } catch {
@@ -396,18 +588,192 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
         // releasing the rest matters more than one failed destroy
       }
     }
+    this.#hold.release();
     this.#own.release?.();
   }
 
-  /** One completion wait for the teardown (the pump has stopped). */
+  /** One completion wait of the teardown (the pump has stopped): arm, drain, wait. */
   async #step(deadline: number): Promise<void> {
     const left = deadline - performance.now();
     if (left <= 0) throw new ClosedError("RdmaConn (linger time over)");
-    const n = await awaitCompletions(this.#t.cq, { ...this.#waitOpts, timeout: left });
-    this.#process(n);
+    if (this.#armAndDrain() > 0) return;
+    await this.#channelWait.add({ timeout: left }, undefined, "RdmaConn linger");
+    this.#progress();
   }
 
-  // ---------------------------------------------------------------- internals
+  // ---------------------------------------------------------------- progress and waiting
+
+  /** Polls the CQ once and feeds what it returned to the engine; returns the count. */
+  #progress(): number {
+    let n: number;
+    try {
+      n = this.#cq.poll();
+    } catch (err) {
+      this.#failWith(err as Error);
+      return 0;
+    }
+    if (n > 0) this.#process(n);
+    return n;
+  }
+
+  /** True when an operation waiting for `want` can go on (or will never be able to). */
+  #ready(want: Want): boolean {
+    const e = this.#e;
+    switch (want) {
+      case READ:
+        return e.hasData || !e.readable || !e.connected;
+      case WRITE:
+        return !e.writable || e.canSend();
+      case CONTROL:
+        return !e.connected || e.controlAvailable();
+      default:
+        return e.allSendsDone();
+    }
+  }
+
+  /**
+   * Polls the CQ for a bounded budget until `want` can go on (rsocket's `rpoll` idea): the
+   * learnt or fixed budget of `"adaptive"`, one slice of `"busy"`, nothing for `"event"`.
+   * Returns whether it can; nothing but FFI calls happens meanwhile.
+   */
+  #spin(want: Want): boolean {
+    const s = this.#strategy;
+    if (s === "event") return false;
+    const start = performance.now();
+    const end = start + (s === "adaptive" ? this.#budget.micros : this.#slice) / 1000;
+    for (let now = start; now < end; now = performance.now()) {
+      if (this.#progress() > 0 && this.#ready(want)) {
+        if (s === "adaptive") this.#budget.learn((performance.now() - start) * 1000);
+        this.#missedAt = -1;
+        return true;
+      }
+    }
+    this.#missedAt = start;
+    return false;
+  }
+
+  /** A wait that followed a missed spin ended: learn how long the answer took. */
+  #learnLate(): void {
+    if (this.#missedAt < 0) return;
+    this.#budget.learn((performance.now() - this.#missedAt) * 1000);
+    this.#missedAt = -1;
+  }
+
+  /** Spins for `want`, then waits for the connection's progress. */
+  #waitFor(want: Want, options: IoOptions | undefined): Promise<void> | void {
+    if (this.#spin(want)) return;
+    return this.#wait(options);
+  }
+
+  /** Waits until the pump sees progress (or the connection ends). */
+  #wait(options: IoOptions | undefined): Promise<void> {
+    const p = this.#waiters.add(options, undefined, "RdmaConn");
+    if (options && (options.signal || options.timeout !== undefined)) {
+      p.then(noop, this.#onWaitEnded);
+    }
+    if (!this.#pumping) this.#pump();
+    return p;
+  }
+
+  /** Arms the CQ unless armed, then drains it (arm → drain → wait); returns what it polled. */
+  #armAndDrain(): number {
+    if (!this.#armed) {
+      if (!this.#watched) {
+        this.#watched = true;
+        this.#poller.registerOwned(this.#t.channel, this.#t.channel.fd, this.#onChannel);
+      }
+      this.#cq.requestNotify();
+      this.#armed = true;
+    }
+    return this.#progress();
+  }
+
+  /**
+   * Runs while operations wait: takes completions (busy: in slices between event-loop turns;
+   * otherwise arm → drain → wait for the completion channel), feeds them to the engine and wakes
+   * the waiting operations, which check again. Stops when nobody waits.
+   */
+  async #pump(): Promise<void> {
+    this.#pumping = true;
+    try {
+      while (this.#waiters.size > 0 && !this.closed) {
+        if (this.#cmGone && this.#e.connected) this.#settleDisconnect();
+        if (!this.#e.connected) {
+          // nothing more will complete for the waits: let them see the final state
+          this.#waiters.resolveAll();
+          break;
+        }
+        let n: number;
+        if (this.#strategy === "busy") {
+          if (COUNTING) costs.yields++;
+          await yieldToLoop();
+          n = this.#progress();
+          for (let end = performance.now() + this.#slice / 1000; n === 0;) {
+            if (performance.now() >= end) break;
+            n = this.#progress();
+          }
+        } else {
+          n = this.#armAndDrain();
+          if (n === 0) {
+            await this.#channelWait.add();
+            n = this.#progress();
+          }
+        }
+        if (n > 0 || this.#cmGone) this.#waiters.resolveAll();
+      }
+    } catch (err) {
+      this.#failWith(err as Error);
+    } finally {
+      this.#pumping = false;
+      if (this.closed) this.#channelWait.resolveAll(); // the teardown waits for the pump
+    }
+  }
+
+  /**
+   * The connection manager saw the connection end while the stream is still connected: take
+   * what already completed (rsocket's DISCONNECT may be among it), and if the stream is still
+   * connected the peer left without it: a reset.
+   */
+  #settleDisconnect(): void {
+    for (let n = this.#progress(); n > 0; n = this.#progress());
+    if (this.#e.connected) {
+      this.#e.reset();
+      this.#cause ??= new CmEventError(
+        "RdmaConn",
+        CmEventType.DISCONNECTED,
+        "RDMA_CM_EVENT_DISCONNECTED",
+        0,
+        null,
+      );
+      try {
+        this.#t.qp.toError();
+      } catch {
+        // already in error
+      }
+    }
+    this.#waiters.resolveAll();
+  }
+
+  /** Feeds `n` polled completions to the engine, then re-posts receives and grants credits. */
+  #process(n: number): void {
+    const cq = this.#cq;
+    const e = this.#e;
+    for (let i = 0; i < n; i++) {
+      const wc = cq.completion(i);
+      const id = wc.wrIdNumber;
+      const st = wc.status;
+      if (st !== 0 && this.#wcError === null) this.#wcError = wc.error();
+      if (id >= RECV_WR_ID) {
+        e.completeRecv(id, st, st === 0 && wc.hasImm, st === 0 ? wc.immData : 0);
+      } else e.completeSend(id, st);
+    }
+    this.#guard(() => {
+      e.afterCompletions();
+      this.#t.flushReceives();
+    });
+  }
+
+  // ---------------------------------------------------------------- failures
 
   /** Runs a step that may post; a failing post fails the stream (returns false then). */
   #guard(f: () => boolean | void): boolean {
@@ -416,15 +782,6 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     } catch (err) {
       this.#failWith(err as Error);
       return false;
-    }
-  }
-
-  #send(p: Uint8Array, off: number, len: number): number {
-    try {
-      return this.#e.write(p, off, len);
-    } catch (err) {
-      this.#failWith(err as Error);
-      return -1;
     }
   }
 
@@ -454,8 +811,6 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     return this.#reset;
   }
 
-  #wcError: Error | null = null;
-
   #writeError(): RdmaError {
     const e = this.#e;
     if (e.failed || this.#reset) return this.#resetError();
@@ -472,123 +827,6 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #unlock(): void {
     this.#writing = false;
     if (this.#writeLock.size > 0) this.#writeLock.resolveFirst(() => true);
-  }
-
-  #wait(options: IoOptions | undefined): Promise<void> {
-    const p = this.#waiters.add(options, undefined, "RdmaConn");
-    if (options && (options.signal || options.timeout !== undefined)) {
-      p.then(noop, this.#onWaitEnded);
-    }
-    if (!this.#pumping) this.#pump();
-    return p;
-  }
-
-  /** Stops watching the connection manager (and a pump waiting for completions). */
-  #endSession(): void {
-    this.#session?.ctrl.abort();
-    this.#session = null;
-    if (this.#sessionTimer !== null) {
-      clearTimeout(this.#sessionTimer);
-      this.#sessionTimer = null;
-    }
-  }
-
-  #newSession(): Session {
-    const ctrl = new AbortController();
-    if (!this.#cmGone) {
-      this.#id.waitDisconnected({ signal: ctrl.signal }).then(
-        this.#onCmDisconnected,
-        this.#onCmError,
-      );
-    }
-    return { ctrl, opts: { ...this.#waitOpts, signal: ctrl.signal } };
-  }
-
-  /**
-   * Waits for completions while anyone waits; feeds them to the engine; wakes the waits. The
-   * session (the connection manager watch and the wait options) outlives the pump by
-   * {@link SESSION_IDLE_MS}, so a ping-pong does not start a new one per message.
-   */
-  async #pump(): Promise<void> {
-    this.#pumping = true;
-    try {
-      while (!this.closed) {
-        if (this.#waiters.size === 0) {
-          // the woken operations continue as microtasks: give them a few turns to come back
-          for (let i = 0; i < 8 && this.#waiters.size === 0; i++) await Promise.resolve();
-          if (this.#waiters.size === 0 || this.closed) break;
-        }
-        if (this.#cmGone && this.#e.connected) this.#settleDisconnect();
-        if (!this.#e.connected) {
-          // nothing more will complete for the waits: let them see the final state
-          this.#waiters.resolveAll();
-          continue;
-        }
-        const s = this.#session ??= this.#newSession();
-        let n: number;
-        try {
-          n = await awaitCompletions(this.#t.cq, s.opts);
-        } catch (err) {
-          if (s.ctrl.signal.aborted) continue;
-          this.#failWith(err as Error);
-          continue;
-        }
-        this.#process(n);
-        this.#waiters.resolveAll();
-      }
-    } finally {
-      this.#pumping = false;
-      if (this.closed || !this.#session) this.#endSession();
-      else {
-        this.#idleSince = performance.now();
-        this.#sessionTimer ??= setTimeout(this.#checkSession, SESSION_IDLE_MS);
-      }
-    }
-  }
-
-  /**
-   * The connection manager saw DISCONNECTED while the stream is still connected: take what
-   * already completed (rsocket's DISCONNECT may be among it), and if the stream is still
-   * connected the peer left without it: a reset.
-   */
-  #settleDisconnect(): void {
-    const cq = this.#t.cq;
-    for (let n = cq.poll(); n > 0; n = cq.poll()) this.#process(n);
-    if (this.#e.connected) {
-      this.#e.reset();
-      this.#cause ??= new CmEventError(
-        "RdmaConn",
-        CmEventType.DISCONNECTED,
-        "RDMA_CM_EVENT_DISCONNECTED",
-        0,
-        null,
-      );
-      try {
-        this.#t.qp.toError();
-      } catch {
-        // already in error
-      }
-    }
-    this.#waiters.resolveAll();
-  }
-
-  /** Feeds `n` polled completions to the engine, then re-posts receives and grants credits. */
-  #process(n: number): void {
-    const cq = this.#t.cq;
-    const e = this.#e;
-    for (let i = 0; i < n; i++) {
-      const wc = cq.completion(i);
-      const id = wc.wrIdNumber;
-      const st = wc.status;
-      if (st !== 0 && this.#wcError === null) this.#wcError = wc.error();
-      if (id >= RECV_WR_ID) {
-        e.completeRecv(id, st, st === 0 && wc.hasImm, st === 0 ? wc.immData : 0);
-      } else e.completeSend(id, st);
-    }
-    this.#guard(() => {
-      e.afterCompletions();
-      this.#t.flushReceives();
-    });
   }
 }
 

@@ -35,6 +35,8 @@ export {
   type IoOptions,
   type RdmaAddr,
   RdmaConn,
+  type ReadOptions,
+  STREAM_SPIN_MAX_MICROS,
   type StreamOptions,
 } from "./conn.ts";
 export { listen, type ListenOptions, RdmaListener } from "./listener.ts";
