@@ -19,9 +19,9 @@
 export { configureNative, type LibraryPaths, type RuntimeInfo, runtimeInfo } from "./ffi/native.ts";
 export type { FnPointerPath } from "./types/native.ts";
 export {
-  COUNTING as COST_COUNTING,
-  costCounts,
   type CostCounts,
+  costCounts,
+  COUNTING as COST_COUNTING,
   resetCostCounts,
 } from "./ffi/cost.ts";
 export type { NativePointer, Pointer } from "./types/ctypes.ts";

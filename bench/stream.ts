@@ -27,6 +27,7 @@ import process from "node:process";
 import { spawn, spawnSync } from "node:child_process";
 import net from "node:net";
 import { connect, listen, type RdmaConn } from "../stream/mod.ts";
+import { COST_COUNTING, costCounts, resetCostCounts } from "../mod.ts";
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -179,6 +180,114 @@ async function allocRole(): Promise<void> {
   await b[Symbol.asyncDispose]();
 }
 
+/** What one operation cost on one side: counters per operation, promises and heap bytes. */
+interface SideCost {
+  side: "client" | "server";
+  what: string;
+  usPerOp: number;
+  perOp: Record<string, number | Record<string, number>>;
+  promises: number;
+  bytes: number;
+  floor: { promises: number; bytes: number };
+}
+
+/** Counts the promises created while `f` runs: V8's promise hooks (Deno), JSC's live count (Bun). */
+async function promisesDuring(f: () => Promise<void>): Promise<number> {
+  if (isBun) {
+    const { heapStats } = await import("bun:jsc");
+    const count = () => heapStats().objectTypeCounts.Promise ?? 0;
+    const before = count();
+    await f();
+    return count() - before;
+  }
+  const v8 = await import("node:v8");
+  let n = 0;
+  const stop = v8.promiseHooks.onInit(() => n++);
+  await f();
+  stop();
+  return n;
+}
+
+/** JS heap bytes allocated while `f` runs (no collection in between: see the Deno flags). */
+async function bytesDuring(f: () => Promise<void>): Promise<number> {
+  const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void } };
+  if (g.Bun) g.Bun.gc(true);
+  else g.gc?.();
+  const h0 = process.memoryUsage().heapUsed;
+  await f();
+  return process.memoryUsage().heapUsed - h0;
+}
+
+const MIN_64 = { min: 64 };
+
+/**
+ * The cost account of one operation on one side, counted with `RDMA_VERBS_COUNT=1`: `lat`, one
+ * 64-byte round trip (the client writes then reads, the server reads then writes); `bw`, one
+ * 64 KiB transfer (the client writes, the server reads it whole). Windows of `n` operations
+ * after a warm-up: the counters and the time, then the promises made, then the heap bytes
+ * allocated; and the same windows for the bare awaits of an already-resolved promise per
+ * operation (the floor the runtime itself charges for awaiting).
+ */
+async function costSide(conn: RdmaConn, client: boolean, what: "lat" | "bw", n: number) {
+  const size = what === "lat" ? 64 : 65536;
+  const buf = new Uint8Array(size);
+  const minAll = what === "lat" ? MIN_64 : { min: size };
+  const ops = async (k: number) => {
+    for (let i = 0; i < k; i++) {
+      if (what === "lat") {
+        if (client) {
+          await conn.write(buf);
+          await conn.read(buf, minAll);
+        } else {
+          await conn.read(buf, minAll);
+          await conn.write(buf);
+        }
+      } else if (client) await conn.write(buf);
+      else await conn.read(buf, minAll);
+    }
+  };
+  const done = Promise.resolve(size);
+  const floorOps = async (k: number) => {
+    for (let i = 0; i < k; i++) {
+      await done;
+      if (what === "lat") await done;
+    }
+  };
+  await ops(n);
+  resetCostCounts();
+  const t0 = performance.now();
+  await ops(n);
+  const us = ((performance.now() - t0) * 1000) / n;
+  const c = costCounts();
+  const promises = await promisesDuring(() => ops(n));
+  const bytes = await bytesDuring(() => ops(n));
+  const floor = {
+    promises: (await promisesDuring(() => floorOps(n))) / n,
+    bytes: Math.max(0, Math.round((await bytesDuring(() => floorOps(n))) / n)),
+  };
+  const per = (v: number) => Math.round((v / n) * 1000) / 1000;
+  const calls: Record<string, number> = {};
+  for (const [k, v] of Object.entries(c.calls)) calls[k] = per(v);
+  const cost: SideCost = {
+    side: client ? "client" : "server",
+    what,
+    usPerOp: Math.round(us * 100) / 100,
+    perOp: {
+      calls,
+      ffiCalls: per(c.ffiCalls),
+      emptyPolls: per(c.emptyPolls),
+      wakes: per(c.wakes),
+      yields: per(c.yields),
+      timers: per(c.timers),
+      waits: per(c.waits),
+    },
+    promises: per(promises),
+    bytes: Math.max(0, Math.round(bytes / n)),
+    floor,
+  };
+  console.log("cost " + JSON.stringify(cost));
+}
+
 async function role(name: string): Promise<void> {
   // rstream's socket buffers (2 × 512 KiB each way); "spin": each wait spins up to --spin µs
   const spin = arg("spin", "");
@@ -189,6 +298,22 @@ async function role(name: string): Promise<void> {
   };
   if (name === "alloc") {
     await allocRole();
+    process.exit(0);
+  }
+  if (name === "cost-server" || name === "cost-client") {
+    if (!COST_COUNTING) throw new Error("the cost roles need RDMA_VERBS_COUNT=1");
+    const what = arg("what", "lat") as "lat" | "bw";
+    const n = Number(arg("ops", "2000"));
+    const port = Number(arg("port", "0"));
+    let conn: RdmaConn;
+    if (name === "cost-server") {
+      const l = listen({ hostname: address, port, ...opts });
+      console.log("listening");
+      conn = await l.accept();
+      l.close();
+    } else conn = await connect({ hostname: address, port, ...opts });
+    await costSide(conn, name === "cost-client", what, n);
+    await conn[Symbol.asyncDispose]();
     process.exit(0);
   }
   const port = Number(arg("port", "0"));
@@ -238,8 +363,12 @@ interface Run {
 function run(
   argv: string[],
   onLine?: (line: string) => void,
+  env?: Record<string, string>,
 ): { done: Promise<Run>; kill(): void } {
-  const child = spawn(argv[0], argv.slice(1), { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(argv[0], argv.slice(1), {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: env ? { ...process.env, ...env } : undefined,
+  });
   let stdout = "";
   let stderr = "";
   child.stdout!.on("data", (d) => {
@@ -270,6 +399,111 @@ async function cmListening(port: number): Promise<void> {
 
 const me = (extra: string[]) =>
   isBun ? [process.execPath, self, ...extra] : [process.execPath, "run", "-A", self, ...extra];
+
+/** This file in a counting process that may force collections (the cost roles). */
+const meCounting = (extra: string[]) =>
+  isBun ? [process.execPath, self, ...extra] : [
+    process.execPath,
+    "run",
+    "-A",
+    "--v8-flags=--expose-gc,--max-semi-space-size=128",
+    self,
+    ...extra,
+  ];
+
+/** Runs one cost measurement pair; returns the server's and the client's accounts. */
+async function measureCost(kind: Kind, what: "lat" | "bw", ops: number): Promise<SideCost[]> {
+  const port = nextPort++;
+  const common = ["--address", address, "--port", String(port), "--what", what];
+  common.push("--ops", String(ops));
+  if (kind === "ours spin") common.push("--spin", "1000");
+  const env = { RDMA_VERBS_COUNT: "1" };
+  let ready!: () => void;
+  const listening = new Promise<void>((r) => (ready = r));
+  const server = run(meCounting(["--role", "cost-server", ...common]), (l) => {
+    if (l === "listening") ready();
+  }, env);
+  await Promise.race([
+    listening,
+    server.done.then((r) => {
+      throw new Error(`cost server ended: ${r.stderr}`);
+    }),
+  ]);
+  await cmListening(port);
+  const client = await run(meCounting(["--role", "cost-client", ...common]), undefined, env).done;
+  const s = await server.done;
+  const lines = [s, client].map((r) => r.stdout.split("\n").find((l) => l.startsWith("cost ")));
+  if (client.code !== 0 || lines.some((l) => !l)) {
+    throw new Error(`cost run failed: ${client.stdout}${client.stderr}${s.stderr}`);
+  }
+  return lines.map((l) => JSON.parse(l!.slice(5)) as SideCost);
+}
+
+/**
+ * rsocket's cost of one 64 B round trip on one side, read from librdmacm/rsocket.c (rdma-core 44):
+ * `rsend` posts one inline RDMA WRITE WITH IMM (an SGL credit message every `rq_size / 2` = 192
+ * messages received); `rrecv` → `rs_get_comp` → `rs_process_cq` → `rs_poll_cq`, which polls
+ * one completion per `ibv_poll_cq` until the CQ is empty (the data receive and the send's own
+ * completion: two calls that return one, and one that returns none per pass) and re-posts one
+ * receive per receive completion. While nothing has arrived it repeats the pass (one empty poll
+ * each) for `polling_time` (10 µs), then arms the CQ and sleeps in `poll()` on the channel fd
+ * (`rpoll`; blocking mode, `-T b`). A C thread: no event loop, no promises, no heap.
+ */
+const RSOCKET_LAT: Record<string, string> = {
+  post_send: "1 (+1/192 credits)",
+  post_recv: "1",
+  poll_cq: "≥ 3 (+1 per spin pass)",
+  req_notify_cq: "0 (1 when it sleeps)",
+  ibv_get_cq_event: "0 (1 when it sleeps)",
+  emptyPolls: "≥ 1 (+1 per spin pass)",
+  wakes: "0 (1 poll() when it sleeps)",
+  yields: "—",
+  timers: "0",
+  waits: "—",
+  promises: "—",
+  "heap bytes": "0",
+};
+
+/**
+ * rsocket's cost of one 64 KiB transfer on one side: `rsend` starts with a 2 KiB chunk and
+ * doubles it per chunk (`RS_OLAP_START_SIZE`), so 64 KiB leave as 2+4+8+16+32+2 KiB: six
+ * RDMA WRITE WITH IMM, six send completions; the receiver gets six receive completions (six
+ * re-posted receives) and advertises ring space (one RDMA WRITE of an SGE) per half ring read.
+ */
+const RSOCKET_BW: Record<string, string> = {
+  post_send: "6 (sender)",
+  post_recv: "6 (receiver)",
+  poll_cq: "≥ 7 (one per completion, one empty per pass)",
+  timers: "0",
+  "heap bytes": "0",
+};
+
+/** One row per counter: ours per side, and rsocket's, read from its source (`RSOCKET`). */
+function printCosts(title: string, sides: SideCost[], reference: Record<string, string>): void {
+  const names = new Set<string>();
+  for (const c of sides) for (const k of Object.keys(c.perOp.calls)) names.add(k);
+  const rows: [string, ...string[]][] = [];
+  for (const k of [...names].sort()) {
+    rows.push([
+      `FFI ${k}`,
+      ...sides.map((c) => String((c.perOp.calls as Record<string, number>)[k] ?? 0)),
+    ]);
+  }
+  for (const k of ["ffiCalls", "emptyPolls", "wakes", "yields", "timers", "waits"]) {
+    rows.push([k, ...sides.map((c) => String(c.perOp[k]))]);
+  }
+  rows.push(["promises", ...sides.map((c) => `${c.promises} (floor ${c.floor.promises})`)]);
+  rows.push(["heap bytes", ...sides.map((c) => `${c.bytes} (floor ${c.floor.bytes})`)]);
+  rows.push(["µs per op (counting on)", ...sides.map((c) => String(c.usPerOp))]);
+  console.log(`\n${title}`);
+  const head = ["per operation", ...sides.map((c) => c.side), "rsocket (from source)"];
+  console.log(`| ${head.join(" | ")} |`);
+  console.log(`|${head.map(() => "---").join("|")}|`);
+  for (const r of rows) {
+    const key = r[0].replace(/^FFI /, "");
+    console.log(`| ${[...r, reference[key] ?? reference[r[0]] ?? ""].join(" | ")} |`);
+  }
+}
 
 let nextPort = 19000 + Math.floor(Math.random() * 5000);
 
@@ -373,6 +607,22 @@ async function main(): Promise<void> {
         `round ${r + 1} ${k.padEnd(14)} ${t.gbps.toFixed(3)} Gb/s  ${
           l.usecPerXfer.toFixed(2)
         } usec/xfer`,
+      );
+    }
+  }
+  // the cost accounts: what one operation costs each side, beside what rsocket's source does
+  const costOps = Number(arg("cost-ops", "2000"));
+  if (costOps > 0) {
+    for (const kind of ["ours", "ours spin"] as const) {
+      printCosts(
+        `cost account, ${kind}, one 64 B round trip (${runtime}, ${costOps} round trips)`,
+        await measureCost(kind, "lat", costOps),
+        RSOCKET_LAT,
+      );
+      printCosts(
+        `cost account, ${kind}, one 64 KiB transfer (${runtime}, ${costOps / 4} transfers)`,
+        await measureCost(kind, "bw", costOps / 4),
+        RSOCKET_BW,
       );
     }
   }

@@ -20,7 +20,7 @@ import { LIBC } from "../types/symbols/libc.ts";
 import { InvalidArgumentError, LibraryNotFoundError, RdmaError } from "../types/errors.ts";
 import { candidates, LIBRARIES, type LibraryInfo, type LibraryPaths } from "./library.ts";
 import { describe } from "../types/check.ts";
-import { COUNTING, costs, countCall, countedLibrary } from "./cost.ts";
+import { costs, countCall, countedLibrary, COUNTING } from "./cost.ts";
 
 /** What a runtime backend must provide. */
 export interface Backend {

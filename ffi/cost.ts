@@ -83,7 +83,12 @@ export function costCounts(): CostCounts {
 /** Sets every cost counter to zero. */
 export function resetCostCounts(): void {
   costs.calls.clear();
-  costs.emptyPolls = costs.wakes = costs.yields = costs.timers = costs.waits = 0;
+  costs.emptyPolls =
+    costs.wakes =
+    costs.yields =
+    costs.timers =
+    costs.waits =
+      0;
 }
 
 /** Wraps every function of a bound library so that each call is counted under its name. */

@@ -39,7 +39,7 @@ import {
   type WaitOptions,
 } from "./wait.ts";
 import { describe } from "../types/check.ts";
-import { COUNTING, costs } from "../ffi/cost.ts";
+import { costs, COUNTING } from "../ffi/cost.ts";
 
 /** How to wait for completions. */
 export type Strategy = "busy" | "event" | "adaptive";

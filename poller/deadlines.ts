@@ -17,7 +17,7 @@
  */
 
 import { clearTimeout, setTimeout } from "node:timers";
-import { COUNTING, costs } from "../ffi/cost.ts";
+import { costs, COUNTING } from "../ffi/cost.ts";
 
 /** Something with a deadline (`at`, on the `performance.now()` clock) that fires once. */
 export interface Deadline {

@@ -40,7 +40,7 @@ import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 import { type HoldCounter, WaitList, type WaitOptions } from "./wait.ts";
 import { errnoError } from "../ffi/errors.ts";
 import { describe } from "../types/check.ts";
-import { COUNTING, costs } from "../ffi/cost.ts";
+import { costs, COUNTING } from "../ffi/cost.ts";
 
 /** Options of a {@link Poller}. */
 export interface PollerOptions {

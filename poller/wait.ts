@@ -10,7 +10,7 @@
 import { AbortedError, InvalidArgumentError, type RdmaError } from "../types/errors.ts";
 import { addDeadline, type Deadline, removeDeadline } from "./deadlines.ts";
 import { describe } from "../types/check.ts";
-import { COUNTING, costs } from "../ffi/cost.ts";
+import { costs, COUNTING } from "../ffi/cost.ts";
 
 /** Options accepted by every wait. */
 export interface WaitOptions {

@@ -28,7 +28,7 @@
 
 import { setImmediate } from "node:timers";
 import { NativeResource } from "../ffi/resource.ts";
-import { COUNTING, costs } from "../ffi/cost.ts";
+import { costs, COUNTING } from "../ffi/cost.ts";
 import {
   ClosedError,
   CmEventError,
@@ -719,7 +719,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
             n = this.#progress();
           }
         }
-        if (n > 0 || this.#cmGone) this.#waiters.resolveAll();
+        if (this.#cmGone) this.#waiters.resolveAll();
       }
     } catch (err) {
       this.#failWith(err as Error);
@@ -771,6 +771,9 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       e.afterCompletions();
       this.#t.flushReceives();
     });
+    // whoever polled, the waiting operations check again (a spinning write may take the data a
+    // waiting read needs)
+    if (this.#waiters.size > 0) this.#waiters.resolveAll();
   }
 
   // ---------------------------------------------------------------- failures

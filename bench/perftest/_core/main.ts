@@ -53,6 +53,7 @@ import {
 import { BwReceiver, BwSender, type Walk } from "./bw.ts";
 import { runCli, type Settings, type ToolDef } from "./cli.ts";
 import { latencyTest } from "./lat.ts";
+import { counted } from "./cost.ts";
 import {
   type BwReport,
   CmChannel,
@@ -269,7 +270,7 @@ async function run(s: Settings): Promise<number> {
       const t = latencyTest(res, s, sz, peers[0], ahs?.[0]);
       t.postRecvs();
       await H();
-      reportLatency(out, s, sz, await t.run());
+      reportLatency(out, s, sz, await counted(s, sz, () => t.run()));
     }
     out.footer();
     await finish(true);
@@ -286,7 +287,7 @@ async function run(s: Settings): Promise<number> {
       if (side instanceof BwReceiver) side.postRecvs();
       await H();
       res.credit?.buffer.fill(0);
-      out.bandwidth(bandwidthReport(sz, await side.run(), s.reportGbits));
+      out.bandwidth(bandwidthReport(sz, await counted(s, sz, () => side.run()), s.reportGbits));
       if (s.all) await H();
     }
     out.footer();
@@ -305,7 +306,7 @@ async function run(s: Settings): Promise<number> {
     out.header();
     for (const sz of sizes) {
       const t = latencyTest(res, s, sz, peers[0], undefined);
-      reportLatency(out, s, sz, await t.run());
+      reportLatency(out, s, sz, await counted(s, sz, () => t.run()));
     }
     out.footer();
     await finish(verb !== "write");
@@ -327,7 +328,7 @@ async function run(s: Settings): Promise<number> {
     for (const sz of sizes) {
       last = bandwidthReport(
         sz,
-        await new BwSender(res, s, sz, peers, undefined, walk).run(),
+        await counted(s, sz, () => new BwSender(res, s, sz, peers, undefined, walk).run()),
         s.reportGbits,
       );
       out.bandwidth(last);
