@@ -707,11 +707,9 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
         if (this.#strategy === "busy") {
           if (COUNTING) costs.yields++;
           await yieldToLoop();
+          const end = performance.now() + this.#slice / 1000;
           n = this.#progress();
-          for (let end = performance.now() + this.#slice / 1000; n === 0;) {
-            if (performance.now() >= end) break;
-            n = this.#progress();
-          }
+          while (n === 0 && performance.now() < end) n = this.#progress();
         } else {
           n = this.#armAndDrain();
           if (n === 0) {
