@@ -74,6 +74,9 @@ const bw = (tool: string, size: number, chart = false): Workload => ({
   chart: chart ? { series: "bandwidth", size } : undefined,
 });
 
+/** The workloads of a quick run: the first nine (the others add message sizes). */
+const QUICK_WORKLOADS = 9;
+
 const WORKLOADS: Workload[] = [
   lat(64, []),
   lat(64, ["-e"]),
@@ -93,7 +96,17 @@ const WORKLOADS: Workload[] = [
 function argv(impl: Impl, tool: string, args: string[]): string[] {
   const file = join(ROOT, "bench", "perftest", `${tool}.ts`);
   if (impl === "C") return [`ib_${tool}`, ...args];
-  if (impl === "Deno") return [deno, "run", "--allow-ffi", "--allow-net", file, ...args];
+  if (impl === "Deno") {
+    return [
+      deno,
+      "run",
+      "--allow-ffi",
+      "--allow-net",
+      "--allow-env=RDMA_VERBS_COUNT",
+      file,
+      ...args,
+    ];
+  }
   return [bun, file, ...args];
 }
 
@@ -103,8 +116,16 @@ interface Run {
   stderr: string;
 }
 
-function run(cmd: string[], timeoutMs: number): { child: ChildProcess; done: Promise<Run> } {
-  const child = spawn(cmd[0], cmd.slice(1), { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+function run(
+  cmd: string[],
+  timeoutMs: number,
+  extraEnv?: Record<string, string>,
+): { child: ChildProcess; done: Promise<Run> } {
+  const child = spawn(cmd[0], cmd.slice(1), {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: extraEnv ? { ...env, ...extraEnv } : undefined,
+  });
   let stdout = "", stderr = "";
   child.stdout!.on("data", (d) => (stdout += d));
   child.stderr!.on("data", (d) => (stderr += d));
@@ -143,19 +164,30 @@ function value(w: Workload, r: number[]): number {
   return r[4];
 }
 
-/** One server/client pair of `impl`; the client's row value, or null (with the reason printed). */
-async function pair(impl: Impl, w: Workload): Promise<number | null> {
+/** What one run of a pair printed. */
+interface PairRun {
+  client: Run | null;
+  server: Run;
+}
+
+/** Runs one server/client pair of `impl` (with `extraEnv` in both). */
+async function runPair(impl: Impl, w: Workload, extraEnv?: Record<string, string>) {
   const p = String(port++);
-  const server = run(argv(impl, w.tool, [...w.args, "-p", p]), 180_000);
+  const server = run(argv(impl, w.tool, [...w.args, "-p", p]), 180_000, extraEnv);
   await new Promise((r) => setTimeout(r, impl === "C" ? 300 : 2500));
   let client: Run | null = null;
   for (let attempt = 0; attempt < 20 && (client === null || client.code !== 0); attempt++) {
-    client = await run(argv(impl, w.tool, [...w.args, "-p", p, host]), 180_000).done;
+    client = await run(argv(impl, w.tool, [...w.args, "-p", p, host]), 180_000, extraEnv).done;
     if (client.code === 0) break;
     if (!/connect|refused|Couldn't/i.test(client.stderr + client.stdout)) break;
     await new Promise((r) => setTimeout(r, 500));
   }
-  const s = await server.done;
+  return { client, server: await server.done } satisfies PairRun;
+}
+
+/** One server/client pair of `impl`; the client's row value, or null (with the reason printed). */
+async function pair(impl: Impl, w: Workload): Promise<number | null> {
+  const { client, server: s } = await runPair(impl, w);
   const r = client && row(client.stdout) || row(s.stdout);
   if (!client || client.code !== 0 || !r) {
     console.error(
@@ -235,8 +267,65 @@ for (const w of WORKLOADS) {
     } | ${ratio(r.Bun, r.C)} |`,
   );
 }
-const table = lines.join("\n");
+const table = [...lines, "", ...await costAccounts()].join("\n");
 console.log(table);
+
+/**
+ * perftest's cost of one iteration, read from its source (`src/perftest_resources.c`,
+ * `run_iter_lat_send`, `run_iter_lat`, `run_iter_lat_write`, `run_iter_bw`,
+ * `run_iter_bw_server`): what the C loop calls per message. "+ empty" counts the polls that find
+ * nothing while it spins; a C loop has no event loop, promises or heap.
+ */
+const PERFTEST: Record<string, string> = {
+  send_lat: "post_send 1, post_recv 1, poll_cq 1 + empty (send CQ: 1 per cq_mod)",
+  write_lat: "post_send 1, poll_cq 1 per cq_mod; the wait spins on memory (no call)",
+  read_lat: "post_send 1, poll_cq 1 + empty",
+  atomic_lat: "post_send 1, poll_cq 1 + empty",
+  send_bw: "client: post_send 1, poll_cq 1 per 16 completions (1 per cq_mod=100 messages) + empty",
+  write_bw: "post_send 1, poll_cq 1 per 16 completions (1 per cq_mod=100 messages) + empty",
+  read_bw: "post_send 1, poll_cq 1 per 16 completions (1 per cq_mod=100 messages) + empty",
+  atomic_bw: "post_send 1, poll_cq 1 per 16 completions (1 per cq_mod=100 messages) + empty",
+};
+
+/** One `cost {...}` line a tool printed on stderr (RDMA_VERBS_COUNT=1), or null. */
+function costOf(r: Run | null): Record<string, unknown> | null {
+  const l = r?.stderr.split("\n").find((x) => x.startsWith("cost "));
+  return l ? JSON.parse(l.slice(5)).perIteration : null;
+}
+
+/** A cost account as one cell: FFI calls by symbol, then the event-loop counters. */
+function costCell(c: Record<string, unknown> | null): string {
+  if (!c) return "–";
+  const calls = Object.entries(c.calls as Record<string, number>).map(([k, v]) => `${k} ${v}`);
+  const loop = ["emptyPolls", "wakes", "yields", "timers", "waits"]
+    .map((k) => `${k} ${c[k]}`);
+  return `${calls.join(", ")}; ${loop.join(", ")}`;
+}
+
+/**
+ * The cost account of one iteration of each loop (ours counted with `RDMA_VERBS_COUNT=1`, one
+ * extra run per runtime and workload), beside perftest's read from its source.
+ */
+async function costAccounts(): Promise<string[]> {
+  const out = [
+    "Cost of one iteration (client side; send_bw also the receiver), counted with " +
+    "RDMA_VERBS_COUNT=1 in one extra run per runtime, beside perftest's from its source:",
+    "",
+    "| loop | Deno | Bun | perftest (C, from source) |",
+    "|---|---|---|---|",
+  ];
+  for (const w of WORKLOADS.slice(0, QUICK_WORKLOADS)) {
+    const cells: string[] = [];
+    for (const impl of ["Deno", "Bun"] as const) {
+      const { client, server } = await runPair(impl, w, { RDMA_VERBS_COUNT: "1" });
+      let cell = costCell(costOf(client));
+      if (w.tool === "send_bw") cell += `<br>receiver: ${costCell(costOf(server))}`;
+      cells.push(cell);
+    }
+    out.push(`| ${w.label} | ${cells.join(" | ")} | ${PERFTEST[w.tool] ?? ""} |`);
+  }
+  return out;
+}
 
 /** An SVG with two panels (latency and bandwidth vs message size), one line per implementation. */
 function chart(): string {

@@ -200,9 +200,9 @@ async function promisesDuring(f: () => Promise<void>): Promise<number> {
     await f();
     return count() - before;
   }
-  const v8 = await import("node:v8");
+  const { promiseHooks } = (await import("node:v8")).default;
   let n = 0;
-  const stop = v8.promiseHooks.onInit(() => n++);
+  const stop = promiseHooks.onInit(() => n++);
   await f();
   stop();
   return n;
