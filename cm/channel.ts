@@ -15,7 +15,7 @@ import { setNonBlocking } from "../ffi/fd.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { isInstance, NativeResource } from "../ffi/resource.ts";
 import type { HoldCounter } from "../poller/wait.ts";
-import { closeWatchesOf, type FdWatch, Poller } from "../poller/poller.ts";
+import { closeWatchesOf, type FdWatch, Poller, PollerHold } from "../poller/poller.ts";
 import { type CmEvent, decodeEvent } from "./event.ts";
 import { adoptId, type CmId, deliverEvent, setChannelAdopt } from "./id.ts";
 import { describe } from "../types/check.ts";
@@ -42,8 +42,9 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
   readonly fd: number;
   readonly #ids = new Map<bigint, CmId>();
   readonly #out: NativeBlock;
-  #holds = 0;
   #watch: FdWatch | null = null;
+  #hold: PollerHold | null = null;
+  #alive = true;
   readonly #poller: Poller | undefined;
 
   /**
@@ -185,21 +186,33 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
   ref(): void {
     if (this.closed) return;
     if (!this.#watch || this.#watch.closed) {
-      this.#watch = (this.#poller ?? Poller.default()).registerOwned(
-        this,
-        this.fd,
-        () => this.dispatch(),
-      );
+      const poller = this.#poller ?? Poller.default();
+      this.#watch = poller.registerOwned(this, this.fd, () => this.dispatch());
+      if (this.#hold?.poller !== poller) {
+        this.#hold?.release();
+        this.#hold = new PollerHold(poller);
+        this.#hold.keepsAlive = this.#alive;
+      }
     }
-    this.#holds++;
-    this.#watch.ref();
+    this.#hold!.ref();
   }
 
   /** Ends one {@link CmEventChannel.ref}. */
   unref(): void {
-    if (this.#holds === 0) return;
-    this.#holds--;
-    this.#watch?.unref();
+    this.#hold?.unref();
+  }
+
+  /**
+   * Whether operations waiting on this channel keep the process alive (default true). When
+   * false they still complete while the process runs for other reasons (weak poller holds).
+   */
+  get keepsProcessAlive(): boolean {
+    return this.#alive;
+  }
+
+  set keepsProcessAlive(on: boolean) {
+    this.#alive = on;
+    if (this.#hold) this.#hold.keepsAlive = on;
   }
 
   /**
@@ -221,7 +234,8 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
 
   /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
-    this.#holds = 0;
+    this.#hold?.release();
+    this.#hold = null;
     closeWatchesOf(this);
     this.#watch = null;
     this.#ids.clear();

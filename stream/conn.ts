@@ -26,7 +26,7 @@
  * @module
  */
 
-import { setImmediate } from "node:timers";
+import { clearTimeout, setImmediate, setTimeout } from "node:timers";
 import { NativeResource } from "../ffi/resource.ts";
 import { costs, COUNTING } from "../ffi/cost.ts";
 import {
@@ -88,10 +88,14 @@ export interface StreamOptions {
   lingerMs?: number;
 }
 
-/** An address of a stream endpoint, shaped like `Deno.NetAddr`. */
+/**
+ * An address of a stream endpoint: `Deno.NetAddr`'s shape. The transport is `"tcp"` because
+ * rsocket connections live in rdma_cm's TCP port space (`RDMA_PS_TCP`): the same ports as TCP,
+ * and code written for `Deno.Conn` accepts it.
+ */
 export interface RdmaAddr {
-  /** Always `"rdma"`. */
-  readonly transport: "rdma";
+  /** Always `"tcp"` (rdma_cm's TCP port space). */
+  readonly transport: "tcp";
   /** The numeric IP address. */
   readonly hostname: string;
   /** The port (rdma_cm's TCP port space). */
@@ -133,7 +137,7 @@ export function streamSizes(o: StreamOptions = {}): StreamSizes {
 }
 
 function toAddr(a: SocketAddress | null): RdmaAddr {
-  return { transport: "rdma", hostname: a?.address ?? "", port: a?.port ?? 0 };
+  return { transport: "tcp", hostname: a?.address ?? "", port: a?.port ?? 0 };
 }
 
 const yieldToLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
@@ -149,6 +153,9 @@ const noop = () => {};
  * down to almost nothing within a few waits.
  */
 export const STREAM_SPIN_MAX_MICROS = 1000;
+
+/** The keepalive period when none is given: TCP's default `tcp_keepalive_time`, 2 hours. */
+export const KEEPALIVE_DEFAULT_MS = 7_200_000;
 
 // what a spin or a wait waits for
 const READ = 0;
@@ -221,9 +228,24 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #cause: Error | null = null;
   #wcError: Error | null = null;
   #released: Promise<void> | null = null;
-  #readable: ReadableStream<Uint8Array> | null = null;
+  #readable: ReadableStream<Uint8Array<ArrayBuffer>> | null = null;
   #writable: WritableStream<Uint8Array> | null = null;
   readonly #stopObserving: () => void;
+  #keepaliveMs = 0;
+  #keepaliveTimer: ReturnType<typeof setTimeout> | null = null;
+  #keepaliveSeen = 0;
+  readonly #keepaliveTick = () => {
+    this.#keepaliveTimer = null;
+    if (this.closed || this.#keepaliveMs === 0) return;
+    const e = this.#e;
+    // rsocket probes every period; probing only a period without sends is enough to find a
+    // dead peer (a send to it fails the same way) and costs an idle connection one WR
+    if (e.postedCount === this.#keepaliveSeen) this.#guard(() => e.postKeepalive());
+    this.#keepaliveSeen = e.postedCount;
+    // a probe's failure is a completion: with nothing else waiting, take it now
+    if (this.#waiters.size === 0) this.#progress();
+    this.#armKeepalive();
+  };
 
   readonly #onCmEnd = (ev: CmEvent) => {
     if (ev.type === CmEventType.DEVICE_REMOVAL) {
@@ -324,6 +346,35 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
    */
   unref(): void {
     this.#hold.keepsAlive = false;
+  }
+
+  /** No effect: small writes are sent at once (inline), there is no Nagle delay to turn off. */
+  setNoDelay(_noDelay = true): void {}
+
+  /**
+   * Turns rsocket's keepalive on or off (`SO_KEEPALIVE`, idle time `TCP_KEEPIDLE`): while on, a
+   * period (`idleMs`, default {@link KEEPALIVE_DEFAULT_MS}, TCP's `tcp_keepalive_time`) without
+   * any send posts a zero-length RDMA WRITE, as rsocket does. A peer that vanished without
+   * disconnecting makes it fail after the connection's retries: pending and later operations
+   * then reject with {@link ConnectionResetError}. The timer never keeps the process alive.
+   */
+  setKeepAlive(keepAlive = true, idleMs: number = KEEPALIVE_DEFAULT_MS): void {
+    this.assertOpen();
+    if (!(Number.isFinite(idleMs) && idleMs >= 1)) {
+      throw new InvalidArgumentError(`idleMs must be a number >= 1, got ${describe(idleMs)}`);
+    }
+    if (this.#keepaliveTimer !== null) clearTimeout(this.#keepaliveTimer);
+    this.#keepaliveTimer = null;
+    this.#keepaliveMs = keepAlive ? idleMs : 0;
+    this.#keepaliveSeen = this.#e.postedCount;
+    if (keepAlive) this.#armKeepalive();
+  }
+
+  #armKeepalive(): void {
+    if (COUNTING) costs.timers++;
+    const t = setTimeout(this.#keepaliveTick, this.#keepaliveMs);
+    (t as unknown as { unref?: () => void }).unref?.();
+    this.#keepaliveTimer = t;
   }
 
   // ---------------------------------------------------------------- reads
@@ -504,18 +555,15 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   // ---------------------------------------------------------------- web streams
 
   /** The receiving side as a byte stream (BYOB reads go straight into the reader's buffer). */
-  get readable(): ReadableStream<Uint8Array> {
+  get readable(): ReadableStream<Uint8Array<ArrayBuffer>> {
     return this.#readable ??= new ReadableStream({
       type: "bytes",
       autoAllocateChunkSize: 65536,
       pull: async (c: ReadableByteStreamController) => {
+        // a BYOB read with { min } calls pull again until that much is filled
         const req = c.byobRequest!;
         const v = req.view!;
-        // a BYOB read with { min } asks for at least that many bytes (elements × size)
-        const filled = (req as unknown as { minimumFill?: number }).minimumFill;
-        const p = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
-        const min = filled !== undefined && filled > 1 && filled <= p.length ? filled : undefined;
-        const n = await this.read(p, min === undefined ? undefined : { min });
+        const n = await this.read(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
         if (n === null) {
           c.close();
           req.respond(0);
@@ -554,6 +602,8 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.#waiters.rejectAll(err);
     this.#writeLock.rejectAll(err);
     this.#channelWait.resolveAll(); // the pump sees the connection closed and stops
+    if (this.#keepaliveTimer !== null) clearTimeout(this.#keepaliveTimer);
+    this.#keepaliveTimer = null;
     this.#released = this.#teardown();
   }
 

@@ -144,6 +144,11 @@ export interface StreamTransport {
   /** Posts an inline SEND of `len` bytes at `off` of the send memory (iWARP messages). */
   send(wrId: number, off: number, len: number): void;
   /**
+   * Posts a zero-length RDMA WRITE without immediate data (rsocket's keepalive): the peer sees
+   * nothing, but its completion fails when the peer is gone.
+   */
+  probe(wrId: number): void;
+  /**
    * Posts a receive. On iWARP `off` is the 4-byte message slot in the receive memory; otherwise
    * it is -1 and the receive has no SGE (it only takes the immediate data).
    */
@@ -598,6 +603,22 @@ export class StreamEngine {
     this.#ctrlSeqno++;
     this.#postMsg(rsMsg(RsOp.CTRL, ctrl));
     return true;
+  }
+
+  /**
+   * Sends rsocket's keepalive (a control WR: a zero-length RDMA WRITE) when a control slot is
+   * free and the stream is connected; returns whether it did.
+   */
+  postKeepalive(): boolean {
+    if ((this.#state & CONNECTED) === 0 || !this.controlAvailable()) return false;
+    this.#ctrlSeqno++;
+    this.#t.probe(rsMsg(RsOp.CTRL, RsCtrl.KEEPALIVE));
+    return true;
+  }
+
+  /** How many messages (data and control) this side has posted: it changes on every send. */
+  get postedCount(): number {
+    return (this.#sseqNo + this.#ctrlSeqno) | 0;
   }
 
   /**

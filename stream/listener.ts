@@ -55,7 +55,22 @@ export class RdmaListener extends NativeResource implements AsyncIterable<RdmaCo
     this.#id = id;
     this.#options = options;
     const a = id.localAddress;
-    this.addr = { transport: "rdma", hostname: a?.address ?? "", port: id.localPort };
+    this.addr = { transport: "tcp", hostname: a?.address ?? "", port: id.localPort };
+  }
+
+  /** A pending `accept()` keeps the process alive (the default). */
+  ref(): void {
+    this.#channel.keepsProcessAlive = true;
+  }
+
+  /**
+   * A pending `accept()` no longer keeps the process alive (like `Deno.Listener.unref`); it still
+   * completes while the process runs for other reasons. Connections accepted from the listener
+   * share its event channel: their connection-manager waits (the disconnect when they close)
+   * follow the listener's setting.
+   */
+  unref(): void {
+    this.#channel.keepsProcessAlive = false;
   }
 
   /**

@@ -32,6 +32,7 @@ import "../verbs/mod.ts";
 export {
   connect,
   type ConnectOptions,
+  KEEPALIVE_DEFAULT_MS,
   type IoOptions,
   type RdmaAddr,
   RdmaConn,

@@ -129,6 +129,8 @@ export class VerbsTransport implements StreamTransport {
   readonly #pair1: Prepared | null = null;
   readonly #pair2: Prepared | null = null;
   readonly #msg: PreparedSend | null = null;
+  // keepalive: a zero-length RDMA WRITE without immediate data
+  readonly #probe: PreparedSend;
   #pending: Prepared | null = null;
   // receives: no SGE (posted in batches), or one 4-byte slot (iWARP)
   readonly #recv1: PreparedRecv | null = null;
@@ -223,6 +225,12 @@ export class VerbsTransport implements StreamTransport {
           sg: [{ mr: this.recvMr, offset: config.receiveBufferSize, length: RS_MSG_SIZE }],
         });
       }
+      this.#probe = this.qp.prepareSend({
+        opcode: WrOpcode.RDMA_WRITE,
+        flags: SIGNALED,
+        remote: remoteZero,
+        sg: [],
+      });
       this.engine = new StreamEngine(config, {
         send: this.sendMr.buffer,
         recv: this.recvMr.buffer,
@@ -279,6 +287,12 @@ export class VerbsTransport implements StreamTransport {
       this.#msg!.setWrId(0, wrId);
       this.#msg!.post();
     }
+  }
+
+  /** Posts rsocket's keepalive probe; see {@link StreamTransport.probe}. */
+  probe(wrId: number): void {
+    this.#probe.setWrId(0, wrId);
+    this.#probe.post();
   }
 
   /** Queues one receive (posted by {@link VerbsTransport.flushReceives}; iWARP: at once). */

@@ -209,6 +209,13 @@ class Side implements StreamTransport {
     this.maxInFlightCtrl = Math.max(this.maxInFlightCtrl, this.engine.controlInFlight);
   }
 
+  probe(wrId: number): void {
+    assert.ok(this.sendInFlight < this.config.sendQueueDepth, `${this.name}: send queue overflow`);
+    this.sq.push({ kind: "write", wrId, data: null, from: [0, 0, 0, 0], raddr: 0, rkey: 0, imm: -1 });
+    this.sendInFlight++;
+    this.maxInFlightCtrl = Math.max(this.maxInFlightCtrl, this.engine.controlInFlight);
+  }
+
   recv(wrId: number, off: number): void {
     assert.ok(wrId >= RECV_WR_ID);
     assert.ok(
@@ -585,7 +592,7 @@ test("stream engine: options below rsocket's floors are refused", () => {
     targetAddr: 0x2000,
     targetKey: 2,
   });
-  const t: StreamTransport = { write() {}, send() {}, recv() {} };
+  const t: StreamTransport = { write() {}, send() {}, recv() {}, probe() {} };
   assert.throws(
     () => new StreamEngine(config({ sendBufferSize: 1000 }), mem(), t),
     InvalidArgumentError,
