@@ -15,7 +15,11 @@
  * - Immediate data: bits 31..29 are the message type, bits 28..0 its argument. Data (0): that
  *   many bytes were written into the next part of the receive ring. SGL/credit update (4): the
  *   argument is the sequence number up to which the sender of the update can take data messages
- *   (not a delta), and a target SGL entry may have been rewritten. Iomap update (6): entry index.
+ *   (not a delta), and a target SGL entry may have been rewritten. Iomap update (6): the
+ *   sender RDMA-wrote a 24-byte `struct rs_iomap` into entry `index` of the receiver's iomap table
+ *   (the receiver's target memory after its target SGL; the receiver's byte order); the
+ *   receiver needs to do nothing. Direct writes (`riowrite`, type 2) are plain RDMA WRITEs into
+ *   a buffer the receiver mapped; they carry no message.
  *   Control (7): 0 disconnect, 1 keepalive (a zero-length RDMA WRITE without immediate, never
  *   seen by the receiver), 2 shutdown (no more data from the sender).
  * - iWARP has no RDMA WRITE WITH IMMEDIATE: the data goes by RDMA WRITE and the 32-bit message
@@ -52,6 +56,25 @@ export const RS_QP_MAX_SIZE = 0xfffe;
 export const RS_QP_CTRL_SIZE = 4;
 /** Largest message argument (29 bits). */
 export const RS_MSG_DATA_MAX = 0x1fffffff;
+/**
+ * Size of one iomap entry (`struct rs_iomap`: `offset` u64, then an `rs_sge` of `addr` u64,
+ * `key` u32, `length` u32), in the byte order of the side whose table holds it.
+ */
+export const RS_IOMAP_SIZE = 24;
+/** The first chunk of an `riowrite` (RS_OLAP_START_SIZE); chunks double up to RS_MAX_TRANSFER. */
+export const RS_OLAP_START_SIZE = 2048;
+/** The largest iomap table the 8-bit scale of the connection data can carry (0x7f << 8). */
+export const RS_IOMAP_MAX = 0x7f00;
+/**
+ * Capability bits this library puts in the first reserved byte of the connection data (rsocket
+ * zeroes the reserved bytes and never reads them, so a C peer sends 0 and ignores ours).
+ * {@link RS_CAP_NOTICES}: the sender takes iomap-update messages with bit
+ * {@link RS_NOTICE_BIT} set as notices (a revoked remote buffer), and counts every iomap-update
+ * message it receives as consumed (its credit returns).
+ */
+export const RS_CAP_NOTICES = 1;
+/** Bit of an iomap-update message's argument that makes it a notice, not a table index. */
+export const RS_NOTICE_BIT = 0x10000000;
 
 /**
  * rsocket's defaults (librdmacm, when `/etc/rdma/rsocket/*` does not override them): the C side
@@ -138,8 +161,10 @@ export interface ConnData {
   flags: number;
   /** Initial credits: the sender's receive queue depth. */
   credits: number;
-  /** The scaled iomap table size (0: none). */
+  /** The scaled iomap table size (0: none); see {@link scaleToValue}. */
   iomapSize: number;
+  /** This library's capability bits (`RS_CAP_*`; 0 from a C rsocket). Default 0. */
+  capabilities?: number;
   /** Where the sender's target SGL is (length = entries). */
   targetSgl: RsSge;
   /** The sender's first receive buffer (the first half of its receive ring). */
@@ -203,6 +228,7 @@ export function encodeConnData(
   v.setUint8(0, cd.version);
   v.setUint8(1, cd.flags);
   v.setUint16(2, cd.credits, false);
+  v.setUint8(4, cd.capabilities ?? 0);
   v.setUint8(7, cd.iomapSize);
   writeSge(v, 8, cd.targetSgl.addr, cd.targetSgl.key, cd.targetSgl.length, false);
   writeSge(v, 24, cd.dataBuf.addr, cd.dataBuf.key, cd.dataBuf.length, false);
@@ -230,6 +256,7 @@ export function decodeConnData(bytes: Uint8Array | null | undefined): ConnData {
     flags: v.getUint8(1),
     credits: v.getUint16(2, false),
     iomapSize: v.getUint8(7),
+    capabilities: v.getUint8(4),
     targetSgl: readSge(v, 8, false),
     dataBuf: readSge(v, 24, false),
   };
@@ -245,6 +272,15 @@ export function valueToScale(value: number, bits = 8): number {
 export function scaleToValue(scale: number, bits = 8): number {
   const half = 1 << (bits - 1);
   return scale <= half ? scale : (scale & ~half) << bits;
+}
+
+/**
+ * The iomap table size rsocket actually uses for a requested one (`RDMA_IOMAPSIZE`): exact up
+ * to 128, then rounded down to a multiple of 256, at most {@link RS_IOMAP_MAX}.
+ */
+export function iomapEntries(requested: number): number {
+  const v = Math.min(Math.max(0, Math.floor(requested)), RS_IOMAP_MAX);
+  return scaleToValue(valueToScale(v));
 }
 
 /** Clamps a queue depth the way rsocket does: at least 16, at most `deviceMax` and 0xfffe. */

@@ -2,7 +2,10 @@
  * The rsocket wire format and the stream state machine, without a device: two engines joined by
  * an in-memory model of an RC connection (RDMA WRITE [WITH IMMEDIATE] into registered memory
  * checked by address and rkey, inline SENDs into posted receives, RNR retry when no receive is
- * posted, in-order completions), driven with random interleavings.
+ * posted, in-order completions), driven with random interleavings. Samples: rsocket's defaults
+ * and small rings/queues (wrap-around, credit stalls), both transports' message modes, a
+ * simulated big-endian peer; iomap entries (inline and through the ring), riowrite's chunking,
+ * unmapped offsets, the ordering of data after direct writes over 30 random rounds, notices.
  */
 
 import assert from "node:assert/strict";
@@ -11,8 +14,12 @@ import {
   clampQueueDepth,
   decodeConnData,
   encodeConnData,
+  iomapEntries,
+  RS_CAP_NOTICES,
   RS_CONN_DATA_SIZE,
+  RS_CONN_FLAG_IOMAP,
   RS_CONN_FLAG_NET,
+  RS_IOMAP_MAX,
   RS_MAX_TRANSFER,
   RS_QP_CTRL_SIZE,
   RsCtrl,
@@ -32,6 +39,7 @@ import {
   StreamEngine,
   type StreamTransport,
   TARGET_MEMORY_SIZE,
+  targetMemorySize,
 } from "../stream/engine.ts";
 import { ProtocolError } from "../stream/errors.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
@@ -145,7 +153,9 @@ class Side implements StreamTransport {
   readonly sq: Wr[] = [];
   readonly rq: { wrId: number; off: number }[] = [];
   readonly cq: Wc[] = [];
-  readonly log: { imm: number; len: number; inline: boolean }[] = [];
+  readonly log: { imm: number; len: number; inline: boolean; wrId?: number }[] = [];
+  /** Other registered memory the peer may RDMA-write into (iomapped buffers). */
+  readonly regions: Region[] = [];
   peer!: Side;
   maxInFlightCtrl = 0;
   sendInFlight = 0;
@@ -160,7 +170,7 @@ class Side implements StreamTransport {
     };
     nextBase += 0x1000_0000;
     this.target = {
-      bytes: new Uint8Array(TARGET_MEMORY_SIZE),
+      bytes: new Uint8Array(targetMemorySize(config)),
       addr: nextBase,
       key: nextBase >>> 12,
     };
@@ -209,9 +219,31 @@ class Side implements StreamTransport {
     this.maxInFlightCtrl = Math.max(this.maxInFlightCtrl, this.engine.controlInFlight);
   }
 
+  writeDirect(
+    wrId: number,
+    off1: number,
+    len1: number,
+    off2: number,
+    len2: number,
+    inline: boolean,
+    raddr: number,
+    rkey: number,
+  ): void {
+    this.write(wrId, off1, len1, off2, len2, inline, raddr, rkey, -1);
+    this.log[this.log.length - 1].wrId = wrId;
+  }
+
   probe(wrId: number): void {
     assert.ok(this.sendInFlight < this.config.sendQueueDepth, `${this.name}: send queue overflow`);
-    this.sq.push({ kind: "write", wrId, data: null, from: [0, 0, 0, 0], raddr: 0, rkey: 0, imm: -1 });
+    this.sq.push({
+      kind: "write",
+      wrId,
+      data: null,
+      from: [0, 0, 0, 0],
+      raddr: 0,
+      rkey: 0,
+      imm: -1,
+    });
     this.sendInFlight++;
     this.maxInFlightCtrl = Math.max(this.maxInFlightCtrl, this.engine.controlInFlight);
   }
@@ -242,7 +274,9 @@ class Side implements StreamTransport {
       if (wr.kind === "write") {
         const data = wr.data ?? this.#gather(wr.from[0], wr.from[1], wr.from[2], wr.from[3]);
         if (data.length > 0) {
-          const region = [this.peer.recvMem, this.peer.target].find((r) => r.key === wr.rkey);
+          const region = [this.peer.recvMem, this.peer.target, ...this.peer.regions].find((r) =>
+            r.key === wr.rkey
+          );
           assert.ok(region, `${this.name}: RDMA WRITE with unknown rkey ${wr.rkey}`);
           const off = wr.raddr - region.addr;
           assert.ok(
@@ -592,7 +626,7 @@ test("stream engine: options below rsocket's floors are refused", () => {
     targetAddr: 0x2000,
     targetKey: 2,
   });
-  const t: StreamTransport = { write() {}, send() {}, recv() {}, probe() {} };
+  const t: StreamTransport = { write() {}, send() {}, recv() {}, probe() {}, writeDirect() {} };
   assert.throws(
     () => new StreamEngine(config({ sendBufferSize: 1000 }), mem(), t),
     InvalidArgumentError,
@@ -610,3 +644,272 @@ test("stream engine: options below rsocket's floors are refused", () => {
     /inline/,
   );
 });
+
+// ---------------------------------------------------------------- iomap (riomap / riowrite)
+
+test("stream protocol: connection data carries the iomap flag, its scaled size, our capabilities", () => {
+  const [a] = pair(config({ iomapSize: 1 }));
+  const cd = a.engine.localConnData();
+  assert.equal(cd.flags & RS_CONN_FLAG_IOMAP, RS_CONN_FLAG_IOMAP, "rsocket always sets it");
+  assert.equal(cd.iomapSize, 1);
+  assert.equal(cd.capabilities, RS_CAP_NOTICES);
+  const bytes = encodeConnData(cd);
+  assert.equal(bytes[1], RS_CONN_FLAG_IOMAP);
+  assert.equal(bytes[4], RS_CAP_NOTICES, "the first reserved byte");
+  assert.equal(bytes[7], 1);
+  assert.deepEqual(decodeConnData(bytes), cd);
+  // C rsocket's data (reserved bytes zero) decodes with no capabilities
+  bytes[4] = 0;
+  assert.equal(decodeConnData(bytes).capabilities, 0);
+  // rsocket's RDMA_IOMAPSIZE rounding: exact to 128, then multiples of 256, at most 0x7f00
+  assert.deepEqual([0, 1, 128, 129, 255, 256, 1000, 40000].map(iomapEntries), [
+    0,
+    1,
+    128,
+    128,
+    128,
+    256,
+    768,
+    RS_IOMAP_MAX,
+  ]);
+  assert.equal(valueToScale(768), 0x83);
+  const mem = {
+    send: new Uint8Array(1 << 18),
+    recv: new Uint8Array(1 << 18),
+    recvAddr: 0x1000,
+    recvKey: 1,
+    target: new Uint8Array(1 << 16),
+    targetAddr: 0x2000,
+    targetKey: 2,
+  };
+  const t: StreamTransport = { write() {}, send() {}, recv() {}, probe() {}, writeDirect() {} };
+  assert.throws(() => new StreamEngine(config({ iomapSize: 129 }), mem, t), /iomapSize/);
+  assert.throws(
+    () => new StreamEngine(config({ iomapSize: 768 }), { ...mem, target: new Uint8Array(64) }, t),
+    /target memory/,
+  );
+});
+
+/** Registers `len` bytes of `side`'s memory the peer may RDMA-write into. */
+function region(side: Side, len: number): Region {
+  const r = { bytes: new Uint8Array(len), addr: nextBase, key: nextBase >>> 12 };
+  nextBase += 0x1000_0000;
+  side.regions.push(r);
+  return r;
+}
+
+/** Runs both sides until nothing moves. */
+function settle(sides: Side[]): void {
+  for (let moved = true; moved;) {
+    moved = false;
+    for (const s of sides) if (s.execute(1000) + s.poll(1000) > 0) moved = true;
+  }
+}
+
+for (const iwarp of [false, true]) {
+  const mode = iwarp ? "iWARP message sends" : "write with immediate";
+  for (const inline of [64, 0]) {
+    test(`stream engine iomap (${mode}, inline ${inline}): riomap entry, then riowrite lands`, () => {
+      const c = config({ iomapSize: 1, messageSend: iwarp, inlineSize: Math.max(inline, 4) });
+      const [a, b] = pair(c);
+      settle([a, b]);
+      assert.equal(a.engine.remoteIomapSize, 1);
+      // A maps 100 KB of its memory at offset 5000 into B's table (entry 0)
+      const buf = region(a, 100_000);
+      const before = a.engine.sendCredits;
+      a.engine.queueIomap(0, 5000, buf.addr, buf.key, buf.bytes.length);
+      assert.equal(a.engine.iomapPending, false, "sent at once: a send was possible");
+      assert.equal(a.engine.sendCredits, before - 1, "an iomap update takes a credit");
+      const upd = a.log.at(-1)!;
+      assert.equal(upd.len, 24);
+      assert.equal(upd.inline, c.inlineSize >= 24, "inline when the QP allows 24 bytes");
+      settle([a, b]);
+      assert.deepEqual(b.engine.iomapEntry(0), {
+        offset: 5000,
+        addr: buf.addr,
+        key: buf.key,
+        length: 100_000,
+      });
+      assert.ok(a.engine.allSendsDone());
+      assert.equal(a.engine.sendBufferFree, c.sendBufferSize, "the 24 ring bytes came back");
+      // B writes 300,000 bytes? No: only what is mapped. 80,000 bytes at offset 10,000
+      const data = new Uint8Array(80_000);
+      pattern(4, 0, data.length, data);
+      const sqeBefore = b.engine.sendWrsFree;
+      const credits = b.engine.sendCredits;
+      let done = 0;
+      let first = true;
+      while (done < data.length) {
+        const n = b.engine.ioWrite(data, done, data.length - done, 10_000 + done, first);
+        assert.ok(n >= 0);
+        first = false;
+        done += n;
+        settle([a, b]);
+      }
+      assert.equal(b.engine.sendCredits, credits, "direct writes take no credit");
+      assert.equal(b.engine.sendWrsFree, sqeBefore);
+      assert.deepEqual(buf.bytes.subarray(5000, 85_000), data, "the bytes landed where mapped");
+      assert.ok(buf.bytes.subarray(0, 5000).every((x) => x === 0));
+      const sizes = b.log.filter((l) => l.wrId !== undefined && rsMsgOp(l.wrId) === RsOp.WRITE)
+        .map((l) => l.len);
+      assert.deepEqual(
+        sizes,
+        [2048, 4096, 8192, 16384, 32768, 16512],
+        "riowrite's chunks double from 2 KiB (the last is what is left)",
+      );
+      assert.ok(b.log.every((l) => l.wrId === undefined || l.imm === -1), "no immediate");
+      // offsets outside the mapping: -2, nothing taken
+      assert.equal(b.engine.ioWrite(data, 0, 10, 4999, true), -2);
+      assert.equal(b.engine.ioWrite(data, 0, 10, 105_000, true), -2);
+      // a write running past the end of the entry stops there
+      assert.equal(b.engine.ioWrite(data, 0, 100, 104_950, true), 50);
+      assert.equal(b.engine.findIomap(104_999), 0);
+      assert.equal(b.engine.findIomap(105_000), -1);
+      // A clears the entry (length 0): B can no longer write there
+      settle([a, b]);
+      a.engine.queueIomap(0, 0, 0, 0, 0);
+      settle([a, b]);
+      assert.equal(b.engine.iomapEntry(0), null);
+      assert.equal(b.engine.ioWrite(data, 0, 10, 10_000, true), -2);
+      assert.ok(a.engine.allSendsDone() && b.engine.allSendsDone());
+      assert.equal(b.engine.sendBufferFree, c.sendBufferSize);
+      assert.equal(a.engine.failed || b.engine.failed, false);
+    });
+  }
+
+  test(`stream engine iomap (${mode}): data written after an iowrite arrives after it`, () => {
+    const rand = prng(iwarp ? 21 : 23);
+    const c = config({ iomapSize: 2, messageSend: iwarp, sendBufferSize: 16384 });
+    const [a, b] = pair(c);
+    const buf = region(a, 1 << 16);
+    a.engine.queueIomap(1, 0, buf.addr, buf.key, buf.bytes.length);
+    settle([a, b]);
+    const src = new Uint8Array(1 << 16);
+    const out = new Uint8Array(8);
+    for (let round = 1; round <= 30; round++) {
+      // B: write a random part of the buffer directly, then the range as an 8-byte message
+      const off = Math.floor(rand() * 60_000);
+      const len = 1 + Math.floor(rand() * (src.length - off));
+      src.fill(round & 0xff, 0, len);
+      let done = 0;
+      let first = true;
+      while (done < len) {
+        const n = b.engine.ioWrite(src, done, len - done, off + done, first);
+        assert.ok(n >= 0, `round ${round}`);
+        first = false;
+        done += n;
+        step([a, b], rand);
+      }
+      const msg = new Uint8Array(8);
+      new DataView(msg.buffer).setUint32(0, off, true);
+      new DataView(msg.buffer).setUint32(4, len, true);
+      for (let w = 0; w < 8;) {
+        w += b.engine.write(msg, w, 8 - w);
+        step([a, b], rand);
+      }
+      // A: when the message is there, the bytes it names are there too
+      let got = 0;
+      while (got < 8) {
+        const n = a.engine.read(out, got, 8 - got);
+        if (n > 0) {
+          got += n;
+          a.engine.updateCredits();
+        }
+        step([a, b], rand);
+      }
+      const v = new DataView(out.buffer);
+      const [o, l] = [v.getUint32(0, true), v.getUint32(4, true)];
+      assert.deepEqual([o, l], [off, len]);
+      assert.ok(buf.bytes.subarray(o, o + l).every((x) => x === (round & 0xff)), `round ${round}`);
+    }
+  });
+
+  test(`stream engine iomap (${mode}): an entry queued without credits goes before later data`, () => {
+    const c = config({ iomapSize: 1, messageSend: iwarp, receiveQueueDepth: 16 });
+    const [a, b] = pair(c);
+    settle([a, b]);
+    // use up A's credits: B does not read
+    const one = new Uint8Array(10);
+    while (a.engine.write(one, 0, 10) === 10) settle([a, b]);
+    assert.equal(a.engine.sendCredits, 0);
+    const buf = region(a, 4096);
+    a.engine.queueIomap(0, 0, buf.addr, buf.key, 4096);
+    assert.equal(a.engine.iomapPending, true, "no credit: queued");
+    assert.equal(a.engine.write(one, 0, 10), 0, "data waits behind the queued entry");
+    settle([a, b]);
+    assert.equal(b.engine.iomapEntry(0), null);
+    // B reads: credits come back; A's next write sends the entry first
+    const rd = new Uint8Array(1000);
+    while (b.engine.read(rd, 0, rd.length) > 0) b.engine.updateCredits();
+    settle([a, b]);
+    const n = a.engine.write(one, 0, 10);
+    assert.equal(n, 10);
+    assert.equal(a.engine.iomapPending, false);
+    const kinds = a.log.slice(-2).map((l) => rsMsgOp(l.imm >= 0 ? l.imm : 0));
+    if (!iwarp) assert.deepEqual(kinds, [RsOp.IOMAP_SGL, RsOp.DATA]);
+    settle([a, b]);
+    assert.deepEqual(b.engine.iomapEntry(0), {
+      offset: 0,
+      addr: buf.addr,
+      key: buf.key,
+      length: 4096,
+    });
+  });
+
+  test(`stream engine iomap (${mode}): a big-endian peer's table gets entries in its order`, () => {
+    const little = config({ iomapSize: 1, messageSend: iwarp });
+    const [a, b] = pair(little, { ...little, bigEndian: true });
+    const buf = region(a, 4096);
+    a.engine.queueIomap(0, 0x1234_5678_9a, buf.addr, buf.key, 4096);
+    settle([a, b]);
+    const v = new DataView(b.target.bytes.buffer, TARGET_MEMORY_SIZE);
+    assert.equal(Number(v.getBigUint64(0, false)), 0x1234_5678_9a);
+    assert.equal(Number(v.getBigUint64(8, false)), buf.addr);
+    assert.equal(v.getUint32(16, false), buf.key);
+    assert.equal(v.getUint32(20, false), 4096);
+    assert.deepEqual(b.engine.iomapEntry(0), {
+      offset: 0x1234_5678_9a,
+      addr: buf.addr,
+      key: buf.key,
+      length: 4096,
+    });
+    // B (big-endian) maps into A's table: A reads it in its own order
+    const bb = region(b, 100);
+    b.engine.queueIomap(0, 7, bb.addr, bb.key, 100);
+    settle([a, b]);
+    assert.deepEqual(a.engine.iomapEntry(0), {
+      offset: 7,
+      addr: bb.addr,
+      key: bb.key,
+      length: 100,
+    });
+  });
+
+  test(`stream engine iomap (${mode}): notices reach a peer of this library, credits return`, () => {
+    const c = config({ messageSend: iwarp, receiveQueueDepth: 16 });
+    const [a, b] = pair(c);
+    settle([a, b]);
+    const seen: number[] = [];
+    b.engine.onNotice = (arg) => seen.push(arg);
+    // many more notices than credits: each one's credit comes back
+    for (let i = 1; i <= 100; i++) {
+      assert.equal(a.engine.queueNotice(i), true);
+      settle([a, b]);
+      a.engine.flushIomaps();
+      settle([a, b]);
+    }
+    assert.deepEqual(seen, Array.from({ length: 100 }, (_, i) => i + 1));
+    assert.equal(a.engine.iomapPending, false);
+    assert.ok(a.engine.sendCredits > 0, "credits were granted back");
+    assert.ok(a.engine.allSendsDone());
+    assert.equal(a.engine.sendBufferFree, c.sendBufferSize);
+    assert.equal(a.engine.sendWrsFree, c.sendQueueDepth - RS_QP_CTRL_SIZE);
+    // a peer without the capability (C rsocket sends 0) gets none
+    const [x, y] = pair(c);
+    const cd = encodeConnData({ ...y.engine.localConnData(), capabilities: 0 });
+    const z = new Side("Z", c);
+    z.peer = x;
+    z.engine.establish(decodeConnData(cd));
+    assert.equal(z.engine.queueNotice(1), false);
+  });
+}
