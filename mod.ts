@@ -31,5 +31,14 @@ export { Errno, errnoName } from "./types/errno.ts";
 export * from "./types/enums.ts";
 export * from "./poller/mod.ts";
 export * from "./verbs/mod.ts";
+export {
+  decodeToken,
+  encodeToken,
+  REMOTE_TOKEN_SIZE,
+  REMOTE_TOKEN_VERSION,
+  RemoteMemory,
+  TokenAccess,
+  type TokenFields,
+} from "./verbs/remote-memory.ts";
 export * from "./cm/mod.ts";
 export * from "./stream/mod.ts";

@@ -54,10 +54,13 @@ import type { CompletionQueue } from "../verbs/cq.ts";
 import { describe } from "../types/check.ts";
 import { numericHost } from "../cm/connect.ts";
 import type { SocketAddress } from "../cm/address.ts";
-import { RECV_WR_ID, type StreamEngine } from "./engine.ts";
+import { ONE_SIDED_WR_ID, RECV_WR_ID, type StreamEngine } from "./engine.ts";
 import { ConnectionRefusedError, ConnectionResetError } from "./errors.ts";
-import { decodeConnData, encodeConnData, RSOCKET_DEFAULTS } from "./protocol.ts";
+import { decodeConnData, encodeConnData, iomapEntries, RSOCKET_DEFAULTS } from "./protocol.ts";
 import { type StreamSizes, VerbsTransport } from "./transport.ts";
+import type { ConnCore } from "./core.ts";
+import { type IomapOptions, type IoMapping, IoMaps } from "./iomap.ts";
+import { type ExposedMemory, type ExposeOptions, type RemoteBuffer, RemoteOps } from "./remote.ts";
 
 /** The options every stream takes: sizes (rsocket's defaults) and how completions are awaited. */
 export interface StreamOptions {
@@ -86,7 +89,35 @@ export interface StreamOptions {
    * for the connection manager's disconnect, before releasing everything (ms, default 3000).
    */
   lingerMs?: number;
+  /**
+   * Entries of this side's iomap table: how many buffers the peer may map with `iomap()` for
+   * its `iowrite()`s (rsocket's `RDMA_IOMAPSIZE`; exact up to 128, then rounded down to a
+   * multiple of 256, at most 32512). Each costs 24 bytes of registered memory. Default
+   * {@link IOMAP_SIZE_DEFAULT} (rsocket's own default is 0; `riostream` sets 1).
+   */
+  iomapSize?: number;
+  /**
+   * RDMA READs in flight each way, asked for at connect (responder resources and initiator
+   * depth; clamped to the device; the accepting side takes the request's, clamped to its
+   * device and to its own value). Default {@link READ_DEPTH_DEFAULT}; 0 asks for none, like
+   * rsocket (a peer then cannot `read()` this side's exposed memory, and iWARP keeps the 1 its
+   * connection setup needs).
+   */
+  readDepth?: number;
+  /**
+   * One-sided operations of `remote()` buffers in flight (RDMA READs and WRITEs; send WRs
+   * added to the QP beyond the stream's own). Default {@link REMOTE_QUEUE_DEPTH_DEFAULT}; 0
+   * leaves the QP exactly as rsocket sizes it (no `remote()` operations).
+   */
+  remoteQueueDepth?: number;
 }
+
+/** The iomap table entries a stream offers when not told (see `StreamOptions.iomapSize`). */
+export const IOMAP_SIZE_DEFAULT = 4;
+/** RDMA READs in flight each way when not told (see `StreamOptions.readDepth`). */
+export const READ_DEPTH_DEFAULT = 4;
+/** One-sided operations in flight when not told (see `StreamOptions.remoteQueueDepth`). */
+export const REMOTE_QUEUE_DEPTH_DEFAULT = 16;
 
 /**
  * An address of a stream endpoint: `Deno.NetAddr`'s shape. The transport is `"tcp"` because
@@ -127,13 +158,35 @@ export interface ConnectOptions extends StreamOptions, WaitOptions {
 /** The resolved sizes of `options`, each checked. */
 export function streamSizes(o: StreamOptions = {}): StreamSizes {
   const d = RSOCKET_DEFAULTS;
+  const iomap = o.iomapSize ?? IOMAP_SIZE_DEFAULT;
+  if (!Number.isInteger(iomap) || iomap < 0) {
+    throw new InvalidArgumentError(`iomapSize must be an integer >= 0, got ${describe(iomap)}`);
+  }
+  const extra = o.remoteQueueDepth ?? REMOTE_QUEUE_DEPTH_DEFAULT;
+  if (!Number.isInteger(extra) || extra < 0 || extra > 4096) {
+    throw new InvalidArgumentError(
+      `remoteQueueDepth must be an integer 0..4096, got ${describe(extra)}`,
+    );
+  }
+  readDepthOf(o);
   return {
+    iomapSize: iomapEntries(iomap),
+    extraSendWrs: extra,
     sendBufferSize: o.sendBufferSize ?? d.sendBufferSize,
     receiveBufferSize: o.receiveBufferSize ?? d.receiveBufferSize,
     sendQueueDepth: o.sendQueueDepth ?? d.sendQueueDepth,
     receiveQueueDepth: o.receiveQueueDepth ?? d.receiveQueueDepth,
     inlineSize: o.inlineSize ?? d.inlineSize,
   };
+}
+
+/** The checked `readDepth` of `options`. */
+export function readDepthOf(o: StreamOptions): number {
+  const depth = o.readDepth ?? READ_DEPTH_DEFAULT;
+  if (!Number.isInteger(depth) || depth < 0 || depth > 255) {
+    throw new InvalidArgumentError(`readDepth must be an integer 0..255, got ${describe(depth)}`);
+  }
+  return depth;
 }
 
 function toAddr(a: SocketAddress | null): RdmaAddr {
@@ -218,6 +271,11 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   readonly #channelWait: WaitList<void>;
   readonly #writeLock = new WaitList<void>();
   #watched = false;
+  #closing = false;
+  #core: ConnCore | null = null;
+  #io: IoMaps | null = null;
+  #remoteOps: RemoteOps | null = null;
+  #oneSided: ((wrId: number, status: number, error: Error | null) => void) | null = null;
   #armed = false;
   #pumping = false;
   #writing = false;
@@ -318,9 +376,17 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     receiveQueueDepth: number;
     inlineSize: number;
     transport: "ib" | "iwarp";
+    iomapSize: number;
+    remoteIomapSize: number;
+    readDepth: number;
+    remoteQueueDepth: number;
   } {
     const e = this.#e;
     return {
+      iomapSize: e.iomapSize,
+      remoteIomapSize: e.remoteIomapSize,
+      readDepth: this.#t.readDepth,
+      remoteQueueDepth: this.#t.extraSendWrs,
       sendBufferSize: e.sendBufferSize,
       receiveBufferSize: e.receiveBufferSize,
       sendQueueDepth: e.sendQueueDepth,
@@ -375,6 +441,140 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const t = setTimeout(this.#keepaliveTick, this.#keepaliveMs);
     (t as unknown as { unref?: () => void }).unref?.();
     this.#keepaliveTimer = t;
+  }
+
+  // ---------------------------------------------------------------- one-sided
+
+  /**
+   * rsocket's `riomap`: registers `buffer` (a `Uint8Array`, which must stay alive and in place
+   * while mapped; or a size, for zero-filled native memory) so that the peer's `iowrite()`s to
+   * `[offset, offset + length)` land in it, and puts it in the peer's iomap table (an entry is
+   * sent before any data written after this call). `offset` defaults to 0; -1 uses the
+   * buffer's address, as rsocket does. `access: "none"` registers it without a slot (local
+   * use only). Throws `NoIomapSlotError` when the peer's table is full (the peer's
+   * `iomapSize`), `InvalidArgumentError` for a range overlapping another mapping of this
+   * connection, `ClosedError` when closed. The connection unmaps it when it closes.
+   */
+  iomap(buffer: Uint8Array | number, options?: IomapOptions): IoMapping {
+    this.assertOpen();
+    return (this.#io ??= new IoMaps(this.#coreOf())).map(buffer, options);
+  }
+
+  /**
+   * rsocket's `riounmap`: deregisters a mapping (the handle `iomap()` returned, or the buffer it
+   * was given) and clears the peer's entry (unlike rsocket, which leaves it: a later
+   * `iowrite()` of the peer to it then fails cleanly instead of with a remote access error).
+   * Idempotent for a handle; throws `InvalidArgumentError` for a buffer that is not mapped.
+   */
+  iounmap(mapping: IoMapping | Uint8Array): void {
+    this.assertOpen();
+    (this.#io ??= new IoMaps(this.#coreOf())).unmap(mapping);
+  }
+
+  /**
+   * rsocket's `riowrite`: writes `data` to `remoteOffset` of the buffers the peer mapped with
+   * its `iomap()`, by RDMA WRITE (no receive, no credit, the peer's CPU is not involved);
+   * resolves with `data.length` once every byte is posted (copied into the send ring, as
+   * rsocket does). Stream data written after it resolves arrives after it. Rejects with
+   * `UnmappedOffsetError` before sending anything when part of the range is not mapped.
+   * Serialized with `write()`.
+   */
+  iowrite(data: Uint8Array, remoteOffset: number, options?: IoOptions): Promise<number> {
+    if (this.closed) return Promise.reject(new ClosedError("RdmaConn"));
+    return (this.#io ??= new IoMaps(this.#coreOf())).write(data, remoteOffset, options);
+  }
+
+  /**
+   * Exposes memory to the peer for one-sided access: `buffer` (a `Uint8Array` that must stay
+   * alive and in place until closed) or a size (zero-filled native memory). Returns a handle
+   * whose `token` (32 bytes, see `REMOTE_TOKEN_SIZE`) the application sends to the peer however
+   * it likes; the peer's `conn.remote(token)` then reads (`read: true`, the default) and/or
+   * writes (`write: true`) it. `close()` on the handle revokes it. The connection closes its
+   * handles when it closes.
+   */
+  expose(buffer: Uint8Array | number, options?: ExposeOptions): ExposedMemory {
+    this.assertOpen();
+    return this.#remote().expose(buffer, options);
+  }
+
+  /**
+   * The peer's exposed memory named by `token` (from the peer's `expose()`, on this same
+   * connection): `read(offset, lengthOrInto)` and `write(offset, data)` by RDMA READ and
+   * RDMA WRITE on this connection's QP, resolving once completed. Throws
+   * `InvalidTokenError` for a token that is malformed or belongs to another connection.
+   */
+  remote(token: Uint8Array): RemoteBuffer {
+    this.assertOpen();
+    return this.#remote().remote(token);
+  }
+
+  #remote(): RemoteOps {
+    if (this.#remoteOps === null) {
+      const ops = new RemoteOps(this.#coreOf());
+      this.#remoteOps = ops;
+      this.#oneSided = this.#coreOf().onOneSided;
+    }
+    return this.#remoteOps;
+  }
+
+  #coreOf(): ConnCore {
+    if (this.#core !== null) return this.#core;
+    // deno-lint-ignore no-this-alias
+    const self = this;
+    const core: ConnCore = {
+      owner: this,
+      transport: this.#t,
+      engine: this.#e,
+      get closing() {
+        return self.#closing || self.closed;
+      },
+      progress: () => this.#progress(),
+      guard: (f) => this.#guard(f),
+      waitUntil: (ready, options) => this.#waitUntil(ready, options),
+      waitWrite: (options) => this.#waitFor(WRITE, options),
+      lock: (options) => {
+        if (!this.#writing) {
+          this.#writing = true;
+          return;
+        }
+        return this.#lock(options).then(() => {
+          this.#writing = true;
+        });
+      },
+      unlock: () => this.#unlock(),
+      writeError: () => this.#writeError(),
+      resetError: () => this.#resetError(),
+      onOneSided: null,
+    };
+    this.#core = core;
+    return core;
+  }
+
+  /** Spins on the CQ until `ready()` (the strategy's budget), then waits for progress. */
+  async #waitUntil(ready: () => boolean, options: IoOptions | undefined): Promise<void> {
+    while (!ready()) {
+      if (this.closed) throw new ClosedError("RdmaConn");
+      if (this.#spinUntil(ready)) return;
+      await this.#wait(options);
+      this.#learnLate();
+    }
+  }
+
+  /** {@link RdmaConn.#spin} for a condition of the one-sided parts. */
+  #spinUntil(ready: () => boolean): boolean {
+    const s = this.#strategy;
+    if (s === "event") return false;
+    const start = performance.now();
+    const end = start + (s === "adaptive" ? this.#budget.micros : this.#slice) / 1000;
+    for (let now = start; now < end; now = performance.now()) {
+      if (this.#progress() > 0 && ready()) {
+        if (s === "adaptive") this.#budget.learn((performance.now() - start) * 1000);
+        this.#missedAt = -1;
+        return true;
+      }
+    }
+    this.#missedAt = start;
+    return false;
   }
 
   // ---------------------------------------------------------------- reads
@@ -588,6 +788,11 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   /** Starts the teardown (see the class); idempotent. */
   override close(): void {
     super.close();
+  }
+
+  /** Marks the connection closing before its children (mappings, exposed memory) close. */
+  protected override beforeClose(): void {
+    this.#closing = true;
   }
 
   /** Closes and waits until the native side is released. */
@@ -812,7 +1017,8 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       const st = wc.status;
       if (st !== 0 && this.#wcError === null) this.#wcError = wc.error();
       if (id >= RECV_WR_ID) {
-        e.completeRecv(id, st, st === 0 && wc.hasImm, st === 0 ? wc.immData : 0);
+        if (id >= ONE_SIDED_WR_ID) this.#oneSided!(id, st, st === 0 ? null : wc.error());
+        else e.completeRecv(id, st, st === 0 && wc.hasImm, st === 0 ? wc.immData : 0);
       } else e.completeSend(id, st);
     }
     this.#guard(() => {
@@ -932,15 +1138,28 @@ export async function connect(options: ConnectOptions): Promise<RdmaConn> {
     t = new VerbsTransport(id, sizes);
     t.engine.postInitialReceives();
     t.flushReceives();
+    // rsocket asks for no RDMA READ resources (iWARP: initiator depth 1, which its connection
+    // setup reads with); remote buffers need them. A C rsocket accepts with what was asked.
+    const depth = readDepthOf(options);
+    const responder = Math.min(depth, t.maxResponderResources);
+    const initiator = Math.max(
+      Math.min(depth, t.maxInitiatorDepth),
+      t.messageSend ? 1 : 0,
+    );
     const ev = await id.connect({
-      privateData: encodeConnData(t.engine.localConnData()),
-      responderResources: 0,
-      initiatorDepth: t.messageSend ? 1 : 0, // iWARP reads during connection setup
+      privateData: encodeConnData({ ...t.engine.localConnData(), tag: t.tag }),
+      responderResources: responder,
+      initiatorDepth: initiator,
       flowControl: true,
       retryCount: 7,
       rnrRetryCount: 7,
     }, wait);
-    t.engine.establish(decodeConnData(ev.privateData));
+    const peer = decodeConnData(ev.privateData);
+    t.engine.establish(peer);
+    t.peerTag = peer.tag ?? 0;
+    t.peerQpNum = ev.conn?.qpNum ?? 0;
+    // what the accepting side granted (its responder resources, seen from here)
+    t.readDepth = depth === 0 ? 0 : Math.min(initiator, ev.conn?.initiatorDepth ?? initiator);
     return newConn(id, t, { channel }, options);
   } catch (e) {
     for (const f of [() => id?.close(), () => t?.close(), () => channel.close()]) {

@@ -217,6 +217,12 @@ const WR_RECV = 2 ** 33;
 /** The first wr_id value that marks a receive (`wrId >= RECV_WR_ID` is a receive). */
 export const RECV_WR_ID = WR_RECV;
 
+/**
+ * The first wr_id of the connection's own one-sided operations (remote buffers): the engine
+ * never posts one, and their completions never reach it.
+ */
+export const ONE_SIDED_WR_ID = 2 ** 34;
+
 const { CONNECTED, WRITABLE, READABLE, DISCONNECTED, ERROR } = StreamState;
 
 /**

@@ -13,7 +13,14 @@ import type { WaitOptions } from "../poller/wait.ts";
 import { CmEventChannel } from "../cm/channel.ts";
 import type { CmId } from "../cm/id.ts";
 import { numericHost } from "../cm/connect.ts";
-import { newConn, type RdmaAddr, type RdmaConn, type StreamOptions, streamSizes } from "./conn.ts";
+import {
+  newConn,
+  type RdmaAddr,
+  type RdmaConn,
+  readDepthOf,
+  type StreamOptions,
+  streamSizes,
+} from "./conn.ts";
 import { ProtocolError } from "./errors.ts";
 import { decodeConnData, encodeConnData } from "./protocol.ts";
 import { VerbsTransport } from "./transport.ts";
@@ -113,14 +120,29 @@ export class RdmaListener extends NativeResource implements AsyncIterable<RdmaCo
       t.engine.postInitialReceives();
       t.flushReceives();
       t.engine.establish(peer);
+      t.peerTag = peer.tag ?? 0;
       const cp = request.conn;
+      t.peerQpNum = cp?.qpNum ?? 0;
+      // the request's own parameters, as rsocket accepts (seen from this side: its responder
+      // resources are the reads the peer wants to issue), within this device and readDepth
+      // (iWARP: at least the 1 its connection setup reads with)
+      const depth = readDepthOf(opts);
+      const cap = (v: number, max: number, floor: number) =>
+        Math.min(v, max, Math.max(depth, floor));
+      const responder = cap(
+        cp?.responderResources ?? 0,
+        t.maxResponderResources,
+        t.messageSend ? 1 : 0,
+      );
+      const initiator = cap(cp?.initiatorDepth ?? 0, t.maxInitiatorDepth, 0);
       await req.accept({
-        privateData: encodeConnData(t.engine.localConnData()),
-        responderResources: cp?.responderResources ?? 0,
-        initiatorDepth: cp?.initiatorDepth ?? 0,
+        privateData: encodeConnData({ ...t.engine.localConnData(), tag: t.tag }),
+        responderResources: responder,
+        initiatorDepth: initiator,
         flowControl: cp?.flowControl ?? true,
         rnrRetryCount: 7,
       }, wait);
+      t.readDepth = initiator;
       this.#live++;
       return newConn(req, t, { release: this.#release }, opts);
     } catch (e) {

@@ -32,14 +32,34 @@ import "../verbs/mod.ts";
 export {
   connect,
   type ConnectOptions,
+  IOMAP_SIZE_DEFAULT,
   type IoOptions,
   KEEPALIVE_DEFAULT_MS,
   type RdmaAddr,
   RdmaConn,
+  READ_DEPTH_DEFAULT,
   type ReadOptions,
+  REMOTE_QUEUE_DEPTH_DEFAULT,
   STREAM_SPIN_MAX_MICROS,
   type StreamOptions,
 } from "./conn.ts";
 export { listen, type ListenOptions, RdmaListener } from "./listener.ts";
-export { ConnectionRefusedError, ConnectionResetError, ProtocolError } from "./errors.ts";
-export { RSOCKET_DEFAULTS } from "./protocol.ts";
+export { type IomapOptions, IoMapping } from "./iomap.ts";
+export {
+  ExposedMemory,
+  type ExposeOptions,
+  RemoteBuffer,
+  STAGING_SLOT_SIZE,
+  STAGING_SLOTS,
+} from "./remote.ts";
+export {
+  ConnectionRefusedError,
+  ConnectionResetError,
+  InvalidTokenError,
+  NoIomapSlotError,
+  ProtocolError,
+  RemoteAccessError,
+  RevokedError,
+  UnmappedOffsetError,
+} from "./errors.ts";
+export { iomapEntries, RSOCKET_DEFAULTS } from "./protocol.ts";

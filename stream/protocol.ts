@@ -165,6 +165,11 @@ export interface ConnData {
   iomapSize: number;
   /** This library's capability bits (`RS_CAP_*`; 0 from a C rsocket). Default 0. */
   capabilities?: number;
+  /**
+   * This library's connection tag (a random 16-bit value in reserved bytes 5–6; 0 from a C
+   * rsocket): tokens of exposed memory carry it, so a token of another connection is caught.
+   */
+  tag?: number;
   /** Where the sender's target SGL is (length = entries). */
   targetSgl: RsSge;
   /** The sender's first receive buffer (the first half of its receive ring). */
@@ -229,6 +234,7 @@ export function encodeConnData(
   v.setUint8(1, cd.flags);
   v.setUint16(2, cd.credits, false);
   v.setUint8(4, cd.capabilities ?? 0);
+  v.setUint16(5, cd.tag ?? 0, false);
   v.setUint8(7, cd.iomapSize);
   writeSge(v, 8, cd.targetSgl.addr, cd.targetSgl.key, cd.targetSgl.length, false);
   writeSge(v, 24, cd.dataBuf.addr, cd.dataBuf.key, cd.dataBuf.length, false);
@@ -257,6 +263,7 @@ export function decodeConnData(bytes: Uint8Array | null | undefined): ConnData {
     credits: v.getUint16(2, false),
     iomapSize: v.getUint8(7),
     capabilities: v.getUint8(4),
+    tag: v.getUint16(5, false),
     targetSgl: readSge(v, 8, false),
     dataBuf: readSge(v, 24, false),
   };

@@ -28,7 +28,7 @@ import {
   sendMemorySize,
   StreamEngine,
   type StreamTransport,
-  TARGET_MEMORY_SIZE,
+  targetMemorySize,
 } from "./engine.ts";
 import { clampQueueDepth, RS_MSG_SIZE } from "./protocol.ts";
 
@@ -44,6 +44,13 @@ export interface StreamSizes {
   readonly receiveQueueDepth: number;
   /** Inline bytes asked for (the QP may grant more; iWARP needs at least 4). */
   readonly inlineSize: number;
+  /** Entries of this side's iomap table (rsocket's `RDMA_IOMAPSIZE`, rounded); default 0. */
+  readonly iomapSize?: number;
+  /**
+   * Send WRs added to the QP (and CQ entries) beyond the stream's own, for one-sided operations
+   * posted by the connection (remote buffers); the engine never uses them. Default 0.
+   */
+  readonly extraSendWrs?: number;
 }
 
 const RECV_BATCH = 32;
@@ -120,6 +127,20 @@ export class VerbsTransport implements StreamTransport {
   readonly engine: StreamEngine;
   /** True on iWARP (data by RDMA WRITE, messages by SEND). */
   readonly messageSend: boolean;
+  /** Send WRs of the QP beyond the engine's (see {@link StreamSizes.extraSendWrs}). */
+  readonly extraSendWrs: number;
+  /** The device's `max_qp_rd_atom` (RDMA READs a QP serves at once). */
+  readonly maxResponderResources: number;
+  /** The device's `max_qp_init_rd_atom` (RDMA READs a QP issues at once). */
+  readonly maxInitiatorDepth: number;
+  /** RDMA READs this side may have in flight (the initiator depth connect/accept settled). */
+  readDepth = 0;
+  /** This side's connection tag (in its connection data; see `ConnData.tag`). */
+  readonly tag: number = 1 + Math.floor(Math.random() * 0xfffe);
+  /** The peer's connection tag (0: the peer is not this library). */
+  peerTag = 0;
+  /** The peer's QP number when the connection manager told it (0: unknown). */
+  peerQpNum = 0;
 
   // RDMA WRITE WITH IMMEDIATE with 0, 1 or 2 SGEs (IB/RoCE)
   readonly #imm0: Prepared | null = null;
@@ -131,6 +152,9 @@ export class VerbsTransport implements StreamTransport {
   readonly #msg: PreparedSend | null = null;
   // keepalive: a zero-length RDMA WRITE without immediate data
   readonly #probe: PreparedSend;
+  // riowrite: plain RDMA WRITE with 1 or 2 SGEs (made on first use)
+  #direct1: Prepared | null = null;
+  #direct2: Prepared | null = null;
   #pending: Prepared | null = null;
   // receives: no SGE (posted in batches), or one 4-byte slot (iWARP)
   readonly #recv1: PreparedRecv | null = null;
@@ -147,18 +171,22 @@ export class VerbsTransport implements StreamTransport {
     const devMax = typeof attr.maxQpWr === "number" ? attr.maxQpWr : 0xfffe;
     const sq = clampQueueDepth(sizes.sendQueueDepth, devMax);
     const rq = clampQueueDepth(sizes.receiveQueueDepth, devMax);
+    const extra = Math.max(0, Math.min(sizes.extraSendWrs ?? 0, devMax - sq));
+    this.extraSendWrs = extra;
+    this.maxResponderResources = typeof attr.maxQpRdAtom === "number" ? attr.maxQpRdAtom : 0;
+    this.maxInitiatorDepth = typeof attr.maxQpInitRdAtom === "number" ? attr.maxQpInitRdAtom : 0;
     // iWARP messages are 4-byte inline SENDs (newer librdmacm raises the inline size the same way)
     const inlineAsked = iwarp ? Math.max(sizes.inlineSize, RS_MSG_SIZE) : sizes.inlineSize;
     const pd = ctx.allocPd();
     this.pd = pd;
     try {
       this.channel = ctx.createCompChannel();
-      this.cq = ctx.createCq({ cqe: sq + rq, channel: this.channel });
+      this.cq = ctx.createCq({ cqe: sq + rq + extra, channel: this.channel });
       this.qp = id.createQp(pd, {
         sendCq: this.cq,
         recvCq: this.cq,
         cap: {
-          maxSendWr: sq,
+          maxSendWr: sq + extra,
           maxRecvWr: rq,
           maxSendSge: 2,
           maxRecvSge: 1,
@@ -179,12 +207,13 @@ export class VerbsTransport implements StreamTransport {
         receiveQueueDepth: rq,
         inlineSize: granted,
         messageSend: iwarp,
+        iomapSize: sizes.iomapSize ?? 0,
       };
       const local = AccessFlags.LOCAL_WRITE;
       const remote = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE;
       this.sendMr = pd.allocBuffer(sendMemorySize(config), { access: local });
       this.recvMr = pd.allocBuffer(receiveMemorySize(config), { access: remote });
-      this.targetMr = pd.allocBuffer(TARGET_MEMORY_SIZE, { access: remote });
+      this.targetMr = pd.allocBuffer(targetMemorySize(config), { access: remote });
       const mr = this.sendMr;
       const sge = (n: number) => Array.from({ length: n }, () => ({ mr, offset: 0, length: 1 }));
       const make = (wrs: SendWr[]) => new Prepared(this.qp.prepareSend(wrs), wrs, mr.length);
@@ -287,6 +316,41 @@ export class VerbsTransport implements StreamTransport {
       this.#msg!.setWrId(0, wrId);
       this.#msg!.post();
     }
+  }
+
+  /** Posts a plain RDMA WRITE (rsocket's `riowrite`); see {@link StreamTransport.writeDirect}. */
+  writeDirect(
+    wrId: number,
+    off1: number,
+    len1: number,
+    off2: number,
+    len2: number,
+    inline: boolean,
+    remoteAddr: number,
+    rkey: number,
+  ): void {
+    const w = len2 === 0
+      ? (this.#direct1 ??= this.#prepareDirect(1))
+      : (this.#direct2 ??= this.#prepareDirect(2));
+    const p = w.p;
+    p.setWrId(0, wrId);
+    p.setRemoteAddr(0, remoteAddr);
+    p.setRkey(0, rkey);
+    w.sge(0, 0, 0, off1, len1);
+    if (len2 > 0) w.sge(0, 1, 1, off2, len2);
+    w.flags(0, inline ? INLINE : SIGNALED);
+    p.post();
+  }
+
+  #prepareDirect(n: number): Prepared {
+    const mr = this.sendMr;
+    const wr: SendWr = {
+      opcode: WrOpcode.RDMA_WRITE,
+      flags: SIGNALED,
+      remote: { addr: 0, rkey: 0 },
+      sg: Array.from({ length: n }, () => ({ mr, offset: 0, length: 1 })),
+    };
+    return new Prepared(this.qp.prepareSend([wr]), [wr], mr.length);
   }
 
   /** Posts rsocket's keepalive probe; see {@link StreamTransport.probe}. */

@@ -657,10 +657,15 @@ test("stream protocol: connection data carries the iomap flag, its scaled size, 
   assert.equal(bytes[1], RS_CONN_FLAG_IOMAP);
   assert.equal(bytes[4], RS_CAP_NOTICES, "the first reserved byte");
   assert.equal(bytes[7], 1);
-  assert.deepEqual(decodeConnData(bytes), cd);
-  // C rsocket's data (reserved bytes zero) decodes with no capabilities
+  assert.deepEqual(decodeConnData(bytes), { ...cd, tag: 0 });
+  // the connection tag in reserved bytes 5-6, big-endian
+  const tagged = encodeConnData({ ...cd, tag: 0xbeef });
+  assert.deepEqual([tagged[5], tagged[6]], [0xbe, 0xef]);
+  assert.equal(decodeConnData(tagged).tag, 0xbeef);
+  // C rsocket's data (reserved bytes zero) decodes with no capabilities and no tag
   bytes[4] = 0;
   assert.equal(decodeConnData(bytes).capabilities, 0);
+  assert.equal(decodeConnData(bytes).tag, 0);
   // rsocket's RDMA_IOMAPSIZE rounding: exact to 128, then multiples of 256, at most 0x7f00
   assert.deepEqual([0, 1, 128, 129, 255, 256, 1000, 40000].map(iomapEntries), [
     0,

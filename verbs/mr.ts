@@ -24,6 +24,7 @@ import { NativeResource } from "../ffi/resource.ts";
 import type { ProtectionDomain } from "./pd.ts";
 import { isU64, type Sge, type U64 } from "./wr.ts";
 import { checkInteger, describe } from "../types/check.ts";
+import { memoryToken } from "./remote-memory.ts";
 
 /** Where a peer may read or write: an address and the rkey that grants it. */
 export interface RemoteAddress {
@@ -277,6 +278,15 @@ export class MemoryRegion extends NativeResource {
       );
     }
     return { addr: this.iova + BigInt(offset), rkey: this.rkey, length };
+  }
+
+  /**
+   * A token a peer turns into `RemoteMemory.from(token)` to RDMA READ/WRITE
+   * `[offset, offset + length)` of this MR (32 bytes; layout in verbs/remote-memory.ts).
+   */
+  token(offset = 0, length?: number): Uint8Array<ArrayBuffer> {
+    this.assertOpen();
+    return memoryToken(this, offset, length);
   }
 
   /**
