@@ -77,7 +77,7 @@ const SPEC: ToolSpec = {
 };
 
 /** rstream's size table: [size, option] (option 1 only with -S all). */
-const TEST_SIZES: readonly (readonly [number, number])[] = [
+export const TEST_SIZES: readonly (readonly [number, number])[] = [
   [1 << 6, 0],
   [1 << 7, 1],
   [(1 << 7) + (1 << 6), 1],
@@ -238,8 +238,8 @@ function config(values: Values): Config {
   return c;
 }
 
-/** The byte sequence rstream writes and checks (its format_buf/verify_buf counters). */
-class Pattern {
+/** The byte sequence rstream and riostream write and check (format_buf/verify_buf counters). */
+export class Pattern {
   #fmt = 0;
   #ver = 0;
   #total = 0;

@@ -55,7 +55,8 @@ import { describe } from "../types/check.ts";
 import { numericHost } from "../cm/connect.ts";
 import type { SocketAddress } from "../cm/address.ts";
 import { ONE_SIDED_WR_ID, RECV_WR_ID, type StreamEngine } from "./engine.ts";
-import { ConnectionRefusedError, ConnectionResetError } from "./errors.ts";
+import { ConnectionRefusedError, ConnectionResetError, InvalidTokenError } from "./errors.ts";
+import { REMOTE_TOKEN_SIZE } from "../verbs/remote-memory.ts";
 import { decodeConnData, encodeConnData, iomapEntries, RSOCKET_DEFAULTS } from "./protocol.ts";
 import { type StreamSizes, VerbsTransport } from "./transport.ts";
 import type { ConnCore } from "./core.ts";
@@ -462,8 +463,8 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
 
   /**
    * rsocket's `riounmap`: deregisters a mapping (the handle `iomap()` returned, or the buffer it
-   * was given) and clears the peer's entry (unlike rsocket, which leaves it: a later
-   * `iowrite()` of the peer to it then fails cleanly instead of with a remote access error).
+   * was given). A peer of this library also gets its entry cleared (rsocket leaves it), so its
+   * later `iowrite()` there fails cleanly instead of with a remote access error.
    * Idempotent for a handle; throws `InvalidArgumentError` for a buffer that is not mapped.
    */
   iounmap(mapping: IoMapping | Uint8Array): void {
@@ -506,6 +507,20 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   remote(token: Uint8Array): RemoteBuffer {
     this.assertOpen();
     return this.#remote().remote(token);
+  }
+
+  /**
+   * Reads a token (`REMOTE_TOKEN_SIZE` bytes: the peer wrote an `expose()`d handle's `token` on
+   * the stream) and returns {@link RdmaConn.remote} of it. Rejects with `InvalidTokenError` when
+   * the stream ends first or the bytes are not a token of this connection.
+   */
+  async readRemote(options?: IoOptions): Promise<RemoteBuffer> {
+    const token = new Uint8Array(REMOTE_TOKEN_SIZE);
+    const n = await this.read(token, { ...options, min: REMOTE_TOKEN_SIZE });
+    if (n === null || n < REMOTE_TOKEN_SIZE) {
+      throw new InvalidTokenError(`the stream ended after ${n ?? 0} bytes of a token`);
+    }
+    return this.remote(token);
   }
 
   #remote(): RemoteOps {

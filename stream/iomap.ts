@@ -16,6 +16,7 @@ import type { MemoryRegion } from "../verbs/mr.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import type { ConnCore } from "./core.ts";
 import { NoIomapSlotError, UnmappedOffsetError } from "./errors.ts";
+import { RS_CAP_NOTICES } from "./protocol.ts";
 
 /** Options of `conn.iomap()`. */
 export interface IomapOptions {
@@ -203,8 +204,11 @@ export class IoMaps {
     if (m.index >= 0 && this.#slots[m.index] === m) {
       this.#slots[m.index] = null;
       const e = core.engine;
-      // clear the peer's entry, so its iowrite() there fails cleanly (rsocket leaves it)
-      if (!core.closing && e.writable) core.guard(() => e.queueIomap(m.index, 0, 0, 0, 0));
+      // a peer of this library gets its entry cleared, so its iowrite() there fails cleanly
+      // (rsocket leaves it, and a C peer would not give the message's credit back)
+      if (!core.closing && e.writable && (e.peerCapabilities & RS_CAP_NOTICES) !== 0) {
+        core.guard(() => e.queueIomap(m.index, 0, 0, 0, 0));
+      }
     }
     // when the connection closes, its teardown deregisters the memory after the QP is gone
     if (!core.closing) m.mr.close();
