@@ -1,0 +1,363 @@
+/**
+ * The bulk path: 64 MiB moved between two processes by `iowrite` (rsocket's iomap), by a remote
+ * buffer's `write` and `read` (RDMA WRITE/READ by token), and by plain stream writes, beside C
+ * `riostream`, C `rstream` and perftest's `ib_write_bw`/`ib_read_bw`, in interleaved rounds in
+ * one run. Run it where there is an RDMA device (the soft-RoCE guest), once per runtime:
+ *
+ *   scripts/softroce-vm -- node_modules/.bin/deno run -A bench/iomap.ts
+ *   scripts/softroce-vm -- node_modules/.bin/bun bench/iomap.ts
+ *
+ * Rows (each a fresh pair of processes per round; medians over the rounds; no timing is
+ * asserted anywhere):
+ *
+ * - `riostream` / `rstream` with `-S 1048576 -C 64 -I 1` (64 transfers of 1 MiB each way, a
+ *   ping-pong: 128 MiB in all), C against this library's ports (examples/riostream.ts,
+ *   examples/rstream.ts): their own Gb/sec figure (bytes of both directions), and the ratio.
+ * - `ib_write_bw` / `ib_read_bw` with 1 MiB messages, 64 iterations: BW average MiB/s.
+ * - ours one way, client → server in one connection (roles of this file): 64 MiB as 64 stream
+ *   writes of 1 MiB; as 64 `iowrite`s of 1 MiB into a 64 MiB mapping; as 64 remote `write`s and
+ *   64 remote `read`s of 1 MiB of a 64 MiB exposure, zero copy (the local side is exposed
+ *   memory) and staged (plain arrays). A write is timed until the server has acknowledged a
+ *   stream message sent after it (so the bytes have landed); MiB/s, and the ratio to perftest's
+ *   at the same message size (writes to `ib_write_bw`, reads to `ib_read_bw`).
+ *
+ * Options: --rounds N (default 3), --mib N (default 64), --address IP (default
+ * $RDMA_GUEST_IP), --device NAME (default $RDMA_DEVICE or rxe0), --gid N (default
+ * $RDMA_GID_INDEX or 1).
+ */
+
+import process from "node:process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { connect, listen, type RdmaConn } from "../stream/mod.ts";
+
+function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : fallback;
+}
+
+const isBun = "Bun" in globalThis;
+const runtime = isBun ? "bun" : "deno";
+const self = new URL(import.meta.url).pathname;
+const ROOT = new URL("../", import.meta.url).pathname;
+const env = process.env;
+const address = arg("address", env.RDMA_GUEST_IP || env.RDMA_ADDR || "");
+const device = arg("device", env.RDMA_DEVICE || "rxe0");
+const gid = arg("gid", env.RDMA_GID_INDEX || "1");
+const ROUNDS = Math.max(1, Number(arg("rounds", "3")));
+const MIB = Math.max(1, Number(arg("mib", "64")));
+const CHUNK = 1 << 20;
+const TOTAL = MIB * CHUNK;
+
+// ------------------------------------------------------------------ the two roles of ours
+
+/** The modes of one connection, in order; the client times each, the server serves it. */
+const MODES = [
+  "stream write",
+  "iowrite",
+  "remote write (zero copy)",
+  "remote write (staged)",
+  "remote read (zero copy)",
+  "remote read (staged)",
+] as const;
+
+async function readExactly(conn: RdmaConn, buf: Uint8Array): Promise<void> {
+  const n = await conn.read(buf, { min: buf.length });
+  if (n === null || n < buf.length) throw new Error("end of stream");
+}
+
+const one = new Uint8Array(1);
+
+/** The server: a 64 MiB mapping for iowrite and a 64 MiB exposure; answers each mode. */
+async function server(): Promise<void> {
+  const listener = listen({ hostname: address, port: 0, iomapSize: 1 });
+  console.log(JSON.stringify({ port: listener.addr.port }));
+  const conn = await listener.accept({ timeout: 120_000 });
+  listener.close();
+  const map = conn.iomap(TOTAL, { offset: 0 });
+  const mem = conn.expose(TOTAL, { read: true, write: true });
+  await conn.write(mem.token); // (the iomap entry goes before it)
+  const sink = new Uint8Array(CHUNK);
+  // stream write: read everything, then acknowledge
+  for (let got = 0; got < TOTAL;) {
+    const n = await conn.read(sink);
+    if (n === null) throw new Error("end of stream");
+    got += n;
+  }
+  await conn.write(one);
+  // iowrite and the two remote writes: the client's "landed" byte, acknowledged
+  for (let i = 0; i < 3; i++) {
+    await readExactly(conn, one);
+    await conn.write(one);
+  }
+  // reads need nothing from this side: wait for the end
+  while ((await conn.read(sink)) !== null);
+  void map;
+  conn.close();
+  await conn.released;
+}
+
+/** The client: times each mode; prints {mode: MiB/s}. */
+async function client(port: number): Promise<void> {
+  const conn = await connect({ hostname: address, port });
+  const remote = await conn.readRemote();
+  const local = conn.expose(CHUNK, { read: false, write: false });
+  const plain = new Uint8Array(CHUNK);
+  for (let i = 0; i < CHUNK; i++) plain[i] = local.buffer[i] = i & 0xff;
+  const out: Record<string, number> = {};
+  const time = async (mode: string, f: () => Promise<unknown>) => {
+    const t0 = performance.now();
+    await f();
+    out[mode] = TOTAL / CHUNK / ((performance.now() - t0) / 1000);
+  };
+  const ack = async () => {
+    await conn.write(one);
+    await readExactly(conn, one);
+  };
+  const all = (f: (i: number) => Promise<unknown>) =>
+    Promise.all(Array.from({ length: TOTAL / CHUNK }, (_, i) => f(i)));
+  await time(MODES[0], async () => {
+    for (let off = 0; off < TOTAL; off += CHUNK) await conn.write(plain);
+    await readExactly(conn, one);
+  });
+  await time(MODES[1], async () => {
+    for (let off = 0; off < TOTAL; off += CHUNK) await conn.iowrite(plain, off);
+    await ack();
+  });
+  await time(MODES[2], async () => {
+    await all((i) => remote.write(i * CHUNK, local.buffer));
+    await ack();
+  });
+  await time(MODES[3], async () => {
+    await all((i) => remote.write(i * CHUNK, plain));
+    await ack();
+  });
+  await time(MODES[4], () => all((i) => remote.read(i * CHUNK, local.buffer)));
+  const into = Array.from({ length: 4 }, () => new Uint8Array(CHUNK));
+  await time(MODES[5], () => all((i) => remote.read(i * CHUNK, into[i % 4])));
+  console.log(JSON.stringify(out));
+  await conn.closeWrite();
+  conn.close();
+  await conn.released;
+}
+
+// ------------------------------------------------------------------ running pairs
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(
+  argv: string[],
+  timeoutMs = 300_000,
+): { child: ChildProcess; done: Promise<Ran>; stdout: () => string } {
+  const child = spawn(argv[0], argv.slice(1), { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "", stderr = "";
+  child.stdout!.on("data", (d) => (stdout += d));
+  child.stderr!.on("data", (d) => (stderr += d));
+  const done = new Promise<Ran>((resolve) => {
+    const t = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.on("close", (code) => {
+      clearTimeout(t);
+      resolve({ code, stdout, stderr });
+    });
+    child.on("error", (e) => {
+      clearTimeout(t);
+      resolve({ code: -1, stdout, stderr: stderr + e.message });
+    });
+  });
+  return { child, done, stdout: () => stdout };
+}
+
+function ours(file: string, args: string[]): string[] {
+  return isBun
+    ? [process.execPath, file, ...args]
+    : [process.execPath, "run", "-A", "--no-check", file, ...args];
+}
+
+/** True once an rdma_cm id listens on `port`. */
+function listening(port: number): boolean {
+  const r = spawnSync("rdma", ["res", "show", "cm_id"], { encoding: "utf8" });
+  return (r.stdout ?? "").split("\n").some((l) =>
+    / state LISTEN /.test(l) && l.includes(`:${port}`)
+  );
+}
+
+let nextPort = 21000 + Math.floor(Math.random() * 2000) + (isBun ? 3000 : 0);
+
+/** Runs a server and its client; resolves with both outputs (null on failure, reason printed). */
+async function pairRun(
+  what: string,
+  serverArgv: (port: string) => string[],
+  clientArgv: (port: string) => string[],
+  wait: "cm" | "tcp",
+): Promise<{ client: Ran; server: Ran } | null> {
+  const p = String(nextPort++);
+  const srv = run(serverArgv(p));
+  let srvEnded = false;
+  srv.done.then(() => (srvEnded = true));
+  if (wait === "cm") {
+    const end = Date.now() + 60_000;
+    while (!listening(Number(p)) && !srvEnded && Date.now() < end) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } else await new Promise((r) => setTimeout(r, 500));
+  let cl = await run(clientArgv(p)).done;
+  // perftest's server listens on TCP first: retry a refused client briefly
+  for (let i = 0; wait === "tcp" && cl.code !== 0 && !srvEnded && i < 20; i++) {
+    await new Promise((r) => setTimeout(r, 500));
+    cl = await run(clientArgv(p)).done;
+  }
+  const s = await srv.done;
+  if (cl.code !== 0 || s.code !== 0) {
+    console.error(
+      `bench: ${what} failed (client ${cl.code}, server ${s.code}):\n${cl.stderr.slice(-400)}\n${
+        s.stderr.slice(-400)
+      }`,
+    );
+    srv.child.kill("SIGKILL");
+    return null;
+  }
+  return { client: cl, server: s };
+}
+
+/** The Gb/sec column of an rstream/riostream result line. */
+function gbps(stdout: string): number | null {
+  const line = stdout.split("\n").find((l) => /^custom\s/.test(l));
+  if (!line) return null;
+  const cols = line.trim().split(/\s+/);
+  return Number(cols[6]);
+}
+
+/** BW average (MiB/s) of perftest's first result row. */
+function bwAverage(stdout: string): number | null {
+  const lines = stdout.split("\n");
+  const at = lines.findIndex((l) => /^\s*#bytes/.test(l));
+  for (const l of lines.slice(at + 1)) {
+    const nums = l.trim().split(/\s+/).map(Number);
+    if (nums.length >= 4 && nums.every(Number.isFinite)) return nums[3];
+  }
+  return null;
+}
+
+async function rsocketTool(tool: "riostream" | "rstream", c: boolean): Promise<number | null> {
+  const args = ["-S", String(CHUNK), "-C", String(MIB), "-I", "1"];
+  const argv = (a: string[]) => c ? [tool, ...a] : ours(`${ROOT}examples/${tool}.ts`, a);
+  const r = await pairRun(
+    `${c ? "C" : "our"} ${tool}`,
+    (p) => argv(["-b", address, "-p", p, ...args]),
+    (p) => argv(["-s", address, "-p", p, ...args]),
+    "cm",
+  );
+  return r ? gbps(r.client.stdout) : null;
+}
+
+async function perftest(tool: "write_bw" | "read_bw"): Promise<number | null> {
+  const args = ["-d", device, "-x", gid, "-F", "-s", String(CHUNK), "-n", String(MIB)];
+  const r = await pairRun(
+    `ib_${tool}`,
+    (p) => [`ib_${tool}`, ...args, "-p", p],
+    (p) => [`ib_${tool}`, ...args, "-p", p, address],
+    "tcp",
+  );
+  return r ? bwAverage(r.client.stdout) : null;
+}
+
+async function oursOneWay(): Promise<Record<string, number> | null> {
+  const srv = run(ours(self, ["--role", "server", "--address", address, "--mib", String(MIB)]));
+  const end = Date.now() + 60_000;
+  let port = 0;
+  let ended = false;
+  srv.done.then(() => (ended = true));
+  while (port === 0 && !ended && Date.now() < end) {
+    const m = /\{"port":(\d+)\}/.exec(srv.stdout());
+    if (m) port = Number(m[1]);
+    else await sleep(100);
+  }
+  if (port === 0) {
+    srv.child.kill("SIGKILL");
+    console.error(`bench: our server did not start: ${(await srv.done).stderr.slice(-400)}`);
+    return null;
+  }
+  const cl = await run(
+    ours(self, ["--role", "client", String(port), "--address", address, "--mib", String(MIB)]),
+  ).done;
+  const s = await srv.done;
+  if (cl.code !== 0 || s.code !== 0) {
+    console.error(`bench: ours one way failed:\n${cl.stderr.slice(-600)}\n${s.stderr.slice(-600)}`);
+    return null;
+  }
+  const line = cl.stdout.trim().split("\n").at(-1)!;
+  return JSON.parse(line);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function median(xs: number[]): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+const fmt = (x: number) => Number.isFinite(x) ? x.toFixed(x >= 100 ? 0 : x >= 10 ? 1 : 2) : "—";
+
+async function main(): Promise<void> {
+  if (!address) throw new Error("no address: set RDMA_GUEST_IP or pass --address");
+  const samples = new Map<string, number[]>();
+  const add = (k: string, v: number | null) => {
+    if (v === null || !Number.isFinite(v)) return;
+    const xs = samples.get(k) ?? [];
+    xs.push(v);
+    samples.set(k, xs);
+  };
+  for (let round = 1; round <= ROUNDS; round++) {
+    console.error(`bench iomap (${runtime}): round ${round}/${ROUNDS}`);
+    // interleaved: each round runs every row once, C and ours alternating
+    add("C riostream", await rsocketTool("riostream", true));
+    add("our riostream", await rsocketTool("riostream", false));
+    add("C rstream", await rsocketTool("rstream", true));
+    add("our rstream", await rsocketTool("rstream", false));
+    add("ib_write_bw", await perftest("write_bw"));
+    add("ib_read_bw", await perftest("read_bw"));
+    const o = await oursOneWay();
+    if (o) { for (const [k, v] of Object.entries(o)) add(k, v); }
+  }
+  const m = (k: string) => median(samples.get(k) ?? []);
+  const n = (k: string) => (samples.get(k) ?? []).length;
+  const lines: string[] = [];
+  lines.push(
+    `${runtime}, ${device}, ${MIB} MiB, medians of ${ROUNDS} interleaved rounds (n = samples)`,
+  );
+  lines.push("");
+  lines.push("| ping-pong, -S 1 MiB -C " + MIB + " -I 1 | C Gb/s | ours Gb/s | ours / C |");
+  lines.push("| --- | ---: | ---: | ---: |");
+  for (const tool of ["riostream", "rstream"]) {
+    const c = m(`C ${tool}`), o = m(`our ${tool}`);
+    lines.push(
+      `| ${tool} (${tool === "riostream" ? "iowrite" : "stream writes"}) | ${fmt(c)} (n=${
+        n(`C ${tool}`)
+      }) | ${fmt(o)} (n=${n(`our ${tool}`)}) | ${fmt(o / c)} |`,
+    );
+  }
+  lines.push("");
+  lines.push(`| one way, ${MIB} × 1 MiB | MiB/s | perftest MiB/s | ours / perftest |`);
+  lines.push("| --- | ---: | ---: | ---: |");
+  const wb = m("ib_write_bw"), rb = m("ib_read_bw");
+  lines.push(`| ib_write_bw 1 MiB | ${fmt(wb)} (n=${n("ib_write_bw")}) | | |`);
+  lines.push(`| ib_read_bw 1 MiB | ${fmt(rb)} (n=${n("ib_read_bw")}) | | |`);
+  for (const mode of MODES) {
+    const v = m(mode);
+    const ref = mode.includes("read") ? rb : wb;
+    lines.push(
+      `| ${mode} | ${fmt(v)} (n=${n(mode)}) | ${fmt(ref)} | ${fmt(v / ref)} |`,
+    );
+  }
+  console.log(lines.join("\n"));
+}
+
+const role = arg("role", "");
+if (role === "server") await server();
+else if (role === "client") await client(Number(process.argv[process.argv.indexOf("client") + 1]));
+else await main();
