@@ -298,8 +298,12 @@ export class StreamEngine {
   /** Queued iomap writes: [index, offset, addr, key, length] each; index -1 - n: notice n. */
   readonly #ioq: number[] = [];
   #ioOlen = RS_OLAP_START_SIZE;
-  /** Called with the argument of each notice the peer sends (see {@link RS_CAP_NOTICES}). */
+  /**
+   * Called with the argument of each notice the peer sends (see {@link RS_CAP_NOTICES}); while
+   * it is null, notices are kept (the newest 4096) for {@link StreamEngine.takeNotices}.
+   */
   onNotice: ((arg: number) => void) | null = null;
+  readonly #notices: number[] = [];
 
   /** Creates the engine over registered memory and a transport. */
   constructor(config: EngineConfig, memory: EngineMemory, transport: StreamTransport) {
@@ -1020,7 +1024,7 @@ export class StreamEngine {
         // nothing here; this side also counts the message as consumed, so the sender's credit
         // comes back with the next grant (the receive was re-posted: that stays safe)
         this.#rseqNo = (this.#rseqNo + 1) & 0xffff;
-        if ((data & RS_NOTICE_BIT) !== 0) this.onNotice?.(data & (RS_NOTICE_BIT - 1));
+        if ((data & RS_NOTICE_BIT) !== 0) this.#notice(data & (RS_NOTICE_BIT - 1));
         break;
       default:
         // reserved types carry nothing this side uses
@@ -1042,6 +1046,19 @@ export class StreamEngine {
       this.#toRepost = 0;
     }
     this.updateCredits();
+  }
+
+  #notice(arg: number): void {
+    if (this.onNotice !== null) this.onNotice(arg);
+    else {
+      if (this.#notices.length >= 4096) this.#notices.shift();
+      this.#notices.push(arg);
+    }
+  }
+
+  /** The notices that arrived while {@link StreamEngine.onNotice} was null (and forgets them). */
+  takeNotices(): number[] {
+    return this.#notices.splice(0);
   }
 
   #fail(status: number): void {

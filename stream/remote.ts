@@ -277,9 +277,8 @@ export class RemoteOps {
     this.#stageSlots = Math.min(STAGING_SLOTS, depth);
     core.onOneSided = (wrId, status, error) =>
       this.#complete(wrId - ONE_SIDED_WR_ID, status, error);
-    core.engine.onNotice = (arg) => {
-      if ((arg & (RS_NOTICE_BIT - 1)) !== 0) this.#revoked.add(arg);
-    };
+    for (const id of core.engine.takeNotices()) this.#revoked.add(id);
+    core.engine.onNotice = (id) => this.#revoked.add(id);
   }
 
   /** `conn.expose()`. */

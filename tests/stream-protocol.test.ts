@@ -894,6 +894,11 @@ for (const iwarp of [false, true]) {
     const c = config({ messageSend: iwarp, receiveQueueDepth: 16 });
     const [a, b] = pair(c);
     settle([a, b]);
+    // notices before anyone listens are kept
+    assert.equal(a.engine.queueNotice(0xfffffff), true);
+    settle([a, b]);
+    assert.deepEqual(b.engine.takeNotices(), [0xfffffff]);
+    assert.deepEqual(b.engine.takeNotices(), []);
     const seen: number[] = [];
     b.engine.onNotice = (arg) => seen.push(arg);
     // many more notices than credits: each one's credit comes back
