@@ -32,12 +32,7 @@ import { NativeResource } from "../ffi/resource.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import type { MemoryRegion } from "../verbs/mr.ts";
 import type { PreparedSend } from "../verbs/prepared.ts";
-import {
-  decodeToken,
-  encodeToken,
-  TokenAccess,
-  type TokenFields,
-} from "../verbs/remote-memory.ts";
+import { decodeToken, encodeToken, TokenAccess, type TokenFields } from "../verbs/remote-memory.ts";
 import type { ConnCore } from "./core.ts";
 import { ONE_SIDED_WR_ID } from "./engine.ts";
 import { InvalidTokenError, RemoteAccessError, RevokedError } from "./errors.ts";
@@ -124,8 +119,9 @@ interface Op {
 
 /**
  * The peer's exposed memory, from `conn.remote(token)`. `read()` and `write()` resolve once the
- * RDMA operation completed: a written range is in the peer's memory then (send a stream message
- * after it to tell the peer it landed). Bad offsets and lengths, a token without the access, and
+ * RDMA operation completed (a write: acknowledged by the peer's device on InfiniBand/RoCE, sent on
+ * iWARP); a stream message sent after a write arrives after its bytes, which tells the peer they
+ * landed. Bad offsets and lengths, a token without the access, and
  * a revoked token are refused before anything is posted.
  */
 export class RemoteBuffer {
