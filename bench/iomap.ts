@@ -313,7 +313,6 @@ async function main(): Promise<void> {
     samples.set(k, xs);
   };
   for (let round = 1; round <= ROUNDS; round++) {
-    console.error(`bench iomap (${runtime}): round ${round}/${ROUNDS}`);
     // interleaved: each round runs every row once, C and ours alternating
     add("C riostream", await rsocketTool("riostream", true));
     add("our riostream", await rsocketTool("riostream", false));
