@@ -458,7 +458,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
    */
   iomap(buffer: Uint8Array | number, options?: IomapOptions): IoMapping {
     this.assertOpen();
-    return (this.#io ??= new IoMaps(this.#coreOf())).map(buffer, options);
+    return this.#iomaps().map(buffer, options);
   }
 
   /**
@@ -469,20 +469,26 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
    */
   iounmap(mapping: IoMapping | Uint8Array): void {
     this.assertOpen();
-    (this.#io ??= new IoMaps(this.#coreOf())).unmap(mapping);
+    this.#iomaps().unmap(mapping);
   }
 
   /**
    * rsocket's `riowrite`: writes `data` to `remoteOffset` of the buffers the peer mapped with
    * its `iomap()`, by RDMA WRITE (no receive, no credit, the peer's CPU is not involved);
    * resolves with `data.length` once every byte is posted (copied into the send ring, as
-   * rsocket does). Stream data written after it resolves arrives after it. Rejects with
-   * `UnmappedOffsetError` before sending anything when part of the range is not mapped.
+   * rsocket does) — or, when `data` lies in memory registered on this connection (a mapping's
+   * or an exposure's `buffer`), once the writes completed, sent straight from it in one work
+   * request per mapped range. Stream data written after it resolves arrives after it. Rejects
+   * with `UnmappedOffsetError` before sending anything when part of the range is not mapped.
    * Serialized with `write()`.
    */
   iowrite(data: Uint8Array, remoteOffset: number, options?: IoOptions): Promise<number> {
     if (this.closed) return Promise.reject(new ClosedError("RdmaConn"));
-    return (this.#io ??= new IoMaps(this.#coreOf())).write(data, remoteOffset, options);
+    return this.#iomaps().write(data, remoteOffset, options);
+  }
+
+  #iomaps(): IoMaps {
+    return this.#io ??= new IoMaps(this.#coreOf(), () => this.#remote());
   }
 
   /**

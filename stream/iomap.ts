@@ -15,6 +15,7 @@ import { NativeResource } from "../ffi/resource.ts";
 import type { MemoryRegion } from "../verbs/mr.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import type { ConnCore } from "./core.ts";
+import type { LocalMemory, RemoteOps } from "./remote.ts";
 import { NoIomapSlotError, UnmappedOffsetError } from "./errors.ts";
 import { RS_CAP_NOTICES } from "./protocol.ts";
 
@@ -38,7 +39,7 @@ const construct = Symbol("IoMapping");
  * A buffer mapped with `conn.iomap()`: the peer's `iowrite(data, offset)` for an offset in
  * `[offset, offset + length)` lands at `buffer[offset' - offset]`. `close()` is `iounmap`.
  */
-export class IoMapping extends NativeResource {
+export class IoMapping extends NativeResource implements LocalMemory {
   /** The offset of the first byte in the peer's `iowrite()`s. */
   readonly offset: number;
   /** Mapped bytes. */
@@ -49,6 +50,10 @@ export class IoMapping extends NativeResource {
   readonly buffer: Uint8Array;
   /** The registration (owned by the mapping; the connection's PD). */
   readonly mr: MemoryRegion;
+  /** This side's operations in flight that use it as local memory (module-private). */
+  inFlight = 0;
+  /** Closed while operations used it: deregistered when the last one completes. */
+  deferred = false;
   readonly #maps: IoMaps;
 
   /** Not for direct use: `conn.iomap()` makes mappings. */
@@ -79,13 +84,20 @@ export class IoMapping extends NativeResource {
 /** The iomap state of one connection. */
 export class IoMaps {
   readonly #core: ConnCore;
+  readonly #ops: () => RemoteOps;
   /** The peer's table: which of this side's mappings holds each entry. */
   readonly #slots: (IoMapping | null)[] = [];
   readonly #all = new Set<IoMapping>();
 
-  /** Made by the connection on first use. */
-  constructor(core: ConnCore) {
+  /** Made by the connection on first use; `ops` gives its one-sided operations. */
+  constructor(core: ConnCore, ops: () => RemoteOps) {
     this.#core = core;
+    this.#ops = ops;
+  }
+
+  /** The one-sided operations, when the connection has send WRs for them. */
+  #zeroCopy(): RemoteOps | null {
+    return this.#core.transport.extraSendWrs > 0 ? this.#ops() : null;
   }
 
   /** `conn.iomap()`. */
@@ -159,6 +171,7 @@ export class IoMaps {
       throw err;
     }
     this.#all.add(m);
+    this.#zeroCopy()?.addLocal(m);
     if (index >= 0) {
       this.#slots[index] = m;
       core.guard(() => e.queueIomap(index, m.offset, mr.addrNumber, mr.rkey, mr.length));
@@ -210,8 +223,11 @@ export class IoMaps {
         core.guard(() => e.queueIomap(m.index, 0, 0, 0, 0));
       }
     }
-    // when the connection closes, its teardown deregisters the memory after the QP is gone
-    if (!core.closing) m.mr.close();
+    // when the connection closes, its teardown deregisters the memory after the QP is gone;
+    // this side's own operations that use it as local memory complete first
+    const ops = this.#zeroCopy();
+    if (ops) ops.removeLocal(m, !core.closing);
+    else if (!core.closing) m.mr.close();
   }
 
   /** `conn.iowrite()`. */
@@ -238,6 +254,10 @@ export class IoMaps {
         );
       }
       at = entry.offset + entry.length;
+    }
+    const ops = this.#zeroCopy();
+    if (ops !== null && ops.isLocal(data)) {
+      return this.#writeZeroCopy(ops, data, remoteOffset, options);
     }
     await core.lock(options);
     try {
@@ -266,6 +286,51 @@ export class IoMaps {
         if (done < len) await core.waitWrite(options);
       }
       return len;
+    } finally {
+      core.unlock();
+    }
+  }
+
+  /**
+   * `iowrite` of data in registered memory of this connection: one RDMA WRITE per mapped range
+   * straight from it (no copy into the send ring, no 64 KiB chunks), on the connection's
+   * one-sided send WRs; resolves once they completed (the memory may then be reused). The wire
+   * is the same as rsocket's: plain RDMA WRITEs into the peer's mapped buffers.
+   */
+  async #writeZeroCopy(
+    ops: RemoteOps,
+    data: Uint8Array,
+    remoteOffset: number,
+    options: WaitOptions | undefined,
+  ): Promise<number> {
+    const core = this.#core;
+    const e = core.engine;
+    await core.lock(options);
+    try {
+      // this side's pending entries go first, as rsocket sends them before a riowrite
+      while (e.iomapPending) {
+        if (!e.writable) throw core.writeError();
+        if (!core.guard(() => e.flushIomaps())) await core.waitWrite(options);
+      }
+      const writes: Promise<void>[] = [];
+      for (let done = 0; done < data.length;) {
+        const at = remoteOffset + done;
+        const i = e.findIomap(at);
+        const entry = i < 0 ? null : e.iomapEntry(i);
+        if (entry === null) {
+          throw new UnmappedOffsetError(
+            `iowrite: the peer unmapped offset ${at} during the write`,
+            at,
+            done,
+          );
+        }
+        const n = Math.min(data.length - done, entry.offset + entry.length - at);
+        const part = data.subarray(done, done + n);
+        writes.push(ops.run(false, part, entry.addr + (at - entry.offset), entry.key, options));
+        done += n;
+      }
+      await Promise.all(writes);
+      return data.length;
     } finally {
       core.unlock();
     }

@@ -53,6 +53,23 @@ export interface ExposeOptions {
   readonly write?: boolean;
 }
 
+/**
+ * Registered memory of the connection that operations may use as local memory without a copy:
+ * exposed memory and iomapped buffers (module-private bookkeeping).
+ */
+export interface LocalMemory {
+  /** The registered bytes. */
+  readonly buffer: Uint8Array;
+  /** Registered bytes. */
+  readonly length: number;
+  /** The registration. */
+  readonly mr: MemoryRegion;
+  /** Operations in flight that use it. */
+  inFlight: number;
+  /** Closed while in use: deregister when the last operation completes. */
+  deferred: boolean;
+}
+
 const construct = Symbol("ExposedMemory");
 
 /**
@@ -61,7 +78,7 @@ const construct = Symbol("ExposedMemory");
  * completed — and tells the peer). Its `buffer` is also local memory for zero-copy
  * `remote()` operations of this connection.
  */
-export class ExposedMemory extends NativeResource {
+export class ExposedMemory extends NativeResource implements LocalMemory {
   /** The token the peer passes to `conn.remote()` (32 bytes, `REMOTE_TOKEN_SIZE`). */
   readonly token: Uint8Array<ArrayBuffer>;
   /** The exposed bytes (detached once closed, when the library allocated them). */
@@ -243,7 +260,7 @@ export class RemoteOps {
   readonly #slotCopy: (Uint8Array | null)[];
   readonly #slotCopyAt: Float64Array;
   readonly #slotLen: Float64Array;
-  readonly #slotLocal: (ExposedMemory | null)[];
+  readonly #slotLocal: (LocalMemory | null)[];
   #readsInFlight = 0;
   #stage: MemoryRegion | null = null;
   readonly #stageFree: number[] = [];
@@ -253,7 +270,7 @@ export class RemoteOps {
     { write: PreparedSend; read: PreparedSend; state: Float64Array }
   >();
   readonly #exposed = new Map<number, ExposedMemory>();
-  readonly #byBuffer = new Map<ArrayBufferLike, ExposedMemory[]>();
+  readonly #byBuffer = new Map<ArrayBufferLike, LocalMemory[]>();
   readonly #revoked = new Set<number>();
   #nextId = 1;
 
@@ -328,11 +345,37 @@ export class RemoteOps {
       throw e;
     }
     this.#exposed.set(h.id, h);
-    const ab = h.buffer.buffer;
-    const list = this.#byBuffer.get(ab);
-    if (list) list.push(h);
-    else this.#byBuffer.set(ab, [h]);
+    this.addLocal(h);
     return h;
+  }
+
+  /** Makes `m`'s memory usable as local memory of operations (zero copy). */
+  addLocal(m: LocalMemory): void {
+    const ab = m.buffer.buffer;
+    const list = this.#byBuffer.get(ab);
+    if (list) list.push(m);
+    else this.#byBuffer.set(ab, [m]);
+  }
+
+  /**
+   * `m` closes: no new operation uses it; its registration is closed now, or (`deregister`
+   * false: the caller closes it) left alone; while operations use it, when the last completes.
+   */
+  removeLocal(m: LocalMemory, deregister: boolean): void {
+    const list = this.#byBuffer.get(m.buffer.buffer);
+    if (list) {
+      const i = list.indexOf(m);
+      if (i >= 0) list.splice(i, 1);
+      if (list.length === 0) this.#byBuffer.delete(m.buffer.buffer);
+    }
+    if (m.inFlight === 0) {
+      if (deregister) this.#deregister(m);
+    } else m.deferred = true;
+  }
+
+  /** True when `data` lies in registered memory of this connection (operations go zero copy). */
+  isLocal(data: Uint8Array): boolean {
+    return this.#localOf(data) !== null;
   }
 
   /** `conn.remote()`. */
@@ -392,19 +435,14 @@ export class RemoteOps {
   release(h: ExposedMemory): void {
     const core = this.#core;
     this.#exposed.delete(h.id);
-    const list = this.#byBuffer.get(h.buffer.buffer);
-    if (list) {
-      const i = list.indexOf(h);
-      if (i >= 0) list.splice(i, 1);
-      if (list.length === 0) this.#byBuffer.delete(h.buffer.buffer);
+    // when the connection closes, its teardown deregisters after the QP is gone
+    if (!core.closing && (h.readable || h.writable)) {
+      core.guard(() => void core.engine.queueNotice(h.id));
     }
-    if (core.closing) return; // the teardown deregisters after the QP is gone
-    if (h.readable || h.writable) core.guard(() => void core.engine.queueNotice(h.id));
-    if (h.inFlight === 0) this.#deregister(h);
-    else h.deferred = true;
+    this.removeLocal(h, !core.closing);
   }
 
-  #deregister(h: ExposedMemory): void {
+  #deregister(h: LocalMemory): void {
     const p = this.#prepared.get(h.mr);
     if (p) {
       this.#prepared.delete(h.mr);
@@ -414,8 +452,8 @@ export class RemoteOps {
     h.mr.close();
   }
 
-  /** The exposed memory `data` lies in, with its offset there, or null. */
-  #localOf(data: Uint8Array): ExposedMemory | null {
+  /** The registered memory `data` lies in, or null. */
+  #localOf(data: Uint8Array): LocalMemory | null {
     const list = this.#byBuffer.get(data.buffer);
     if (!list) return null;
     for (const h of list) {
@@ -438,7 +476,7 @@ export class RemoteOps {
     const core = this.#core;
     const e = core.engine;
     const local = this.#localOf(data);
-    const chunkMax = local ? MAX_CHUNK : STAGING_SLOT_SIZE;
+    const chunkMax = local ? Math.min(MAX_CHUNK, core.transport.maxMessageSize) : STAGING_SLOT_SIZE;
     const op: Op = { pending: 0, error: null, cancelled: false };
     if (!local) this.#stageMemory();
     let done = 0;
@@ -509,7 +547,7 @@ export class RemoteOps {
     data: Uint8Array,
     from: number,
     n: number,
-    local: ExposedMemory | null,
+    local: LocalMemory | null,
     raddr: number,
     rkey: number,
   ): boolean {

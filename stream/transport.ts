@@ -133,6 +133,8 @@ export class VerbsTransport implements StreamTransport {
   readonly maxResponderResources: number;
   /** The device's `max_qp_init_rd_atom` (RDMA READs a QP issues at once). */
   readonly maxInitiatorDepth: number;
+  /** The port's largest message (`max_msg_sz`): one-sided operations are split below it. */
+  readonly maxMessageSize: number;
   /** RDMA READs this side may have in flight (the initiator depth connect/accept settled). */
   readDepth = 0;
   /** This side's connection tag (in its connection data; see `ConnData.tag`). */
@@ -175,6 +177,13 @@ export class VerbsTransport implements StreamTransport {
     this.extraSendWrs = extra;
     this.maxResponderResources = typeof attr.maxQpRdAtom === "number" ? attr.maxQpRdAtom : 0;
     this.maxInitiatorDepth = typeof attr.maxQpInitRdAtom === "number" ? attr.maxQpInitRdAtom : 0;
+    let maxMsg = 0;
+    try {
+      maxMsg = ctx.queryPort(id.portNum || 1).maxMsgSz;
+    } catch {
+      // keep the RDMA limit below
+    }
+    this.maxMessageSize = maxMsg > 0 ? Math.min(maxMsg, 2 ** 31) : 2 ** 31;
     // iWARP messages are 4-byte inline SENDs (newer librdmacm raises the inline size the same way)
     const inlineAsked = iwarp ? Math.max(sizes.inlineSize, RS_MSG_SIZE) : sizes.inlineSize;
     const pd = ctx.allocPd();

@@ -7,7 +7,7 @@
  *   transfers (riowrite's chunks from 2 KiB up to 64 KiB, the 1 MiB rings wrapping) × 4 × 3
  *   iterations; the size sweep is the benchmark's (bench/iomap.ts).
  * - iomap/iowrite between two connections of this library in one process: a write spanning two
- *   mappings, 20 rounds of random direct writes each followed by a stream message that names the
+ *   mappings copied through the send ring and one sent zero copy from a local mapping, 20 rounds of random direct writes each followed by a stream message that names the
  *   range (the ordering rule: the bytes are there when the message is), unmapped offsets, a full
  *   table, iounmap clearing the peer's entry, close.
  * - remote buffers by token (in one process): random reads and writes through the staging area
@@ -150,6 +150,18 @@ deviceTest(
       assert.deepEqual([...await readExactly(a, 1)], [2]);
       assert.deepEqual(m1.buffer.subarray(1000), big.subarray(0, 64536));
       assert.deepEqual(m2.buffer.subarray(0, 150_000 - 64536), big.subarray(64536));
+      // from registered memory (a local mapping): no copy, one write per mapped range
+      const local = b.iomap(200_000, { access: "none" });
+      assert.equal(local.index, -1);
+      fill(local.buffer, 5);
+      assert.equal(await b.iowrite(local.buffer.subarray(0, 190_000), 3000), 190_000);
+      await b.write(new Uint8Array([2]));
+      assert.deepEqual([...await readExactly(a, 1)], [2]);
+      assert.deepEqual(m1.buffer.subarray(2000), local.buffer.subarray(0, 63536));
+      assert.deepEqual(
+        m2.buffer.subarray(0, 190_000 - 63536),
+        local.buffer.subarray(63536, 190_000),
+      );
       // the ordering rule, 20 random rounds: a direct write, then a message naming its range
       const r = prng(2);
       const msg = new Uint8Array(12);
