@@ -476,9 +476,9 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
    * rsocket's `riowrite`: writes `data` to `remoteOffset` of the buffers the peer mapped with
    * its `iomap()`, by RDMA WRITE (no receive, no credit, the peer's CPU is not involved);
    * resolves with `data.length` once every byte is posted (copied into the send ring, as
-   * rsocket does) — or, when `data` lies in memory registered on this connection (a mapping's
-   * or an exposure's `buffer`), once the writes completed, sent straight from it in one work
-   * request per mapped range. Stream data written after it resolves arrives after it. Rejects
+   * rsocket does) — or, when `data` has at least `IOWRITE_ZERO_COPY_MIN` bytes in memory
+   * registered on this connection (a mapping's or an exposure's `buffer`), once the writes
+   * completed, sent straight from it in one work request per mapped range. Stream data written after it resolves arrives after it. Rejects
    * with `UnmappedOffsetError` before sending anything when part of the range is not mapped.
    * Serialized with `write()`.
    */

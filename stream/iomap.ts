@@ -33,6 +33,13 @@ export interface IomapOptions {
   readonly access?: "write" | "none";
 }
 
+/**
+ * The smallest `iowrite` sent zero copy from registered memory: smaller ones are copied into the
+ * send ring (they resolve once posted, so consecutive small writes overlap; a zero-copy write
+ * resolves once completed, which costs a round trip each).
+ */
+export const IOWRITE_ZERO_COPY_MIN = 256 * 1024;
+
 const construct = Symbol("IoMapping");
 
 /**
@@ -255,7 +262,7 @@ export class IoMaps {
       }
       at = entry.offset + entry.length;
     }
-    const ops = this.#zeroCopy();
+    const ops = len >= IOWRITE_ZERO_COPY_MIN ? this.#zeroCopy() : null;
     if (ops !== null && ops.isLocal(data)) {
       return this.#writeZeroCopy(ops, data, remoteOffset, options);
     }

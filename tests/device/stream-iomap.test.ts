@@ -137,9 +137,9 @@ deviceTest(
     try {
       assert.equal(a.info.iomapSize, 2);
       assert.equal(b.info.remoteIomapSize, 2);
-      // A maps two buffers back to back at offset 1000: [1000, 66536) and [66536, 197608)
+      // A maps two buffers back to back at offset 1000: [1000, 66536) and [66536, 590824)
       const m1 = a.iomap(65536, { offset: 1000 });
-      const m2 = a.iomap(new Uint8Array(131072), { offset: 1000 + 65536 });
+      const m2 = a.iomap(new Uint8Array(524288), { offset: 1000 + 65536 });
       assert.throws(() => a.iomap(16), NoIomapSlotError, "B offers two entries");
       await a.write(new Uint8Array([1])); // the entries go before this byte
       await readExactly(b, 1);
@@ -151,24 +151,24 @@ deviceTest(
       assert.deepEqual(m1.buffer.subarray(1000), big.subarray(0, 64536));
       assert.deepEqual(m2.buffer.subarray(0, 150_000 - 64536), big.subarray(64536));
       // from registered memory (a local mapping): no copy, one write per mapped range
-      const local = b.iomap(200_000, { access: "none" });
+      const local = b.iomap(600_000, { access: "none" });
       assert.equal(local.index, -1);
       fill(local.buffer, 5);
-      assert.equal(await b.iowrite(local.buffer.subarray(0, 190_000), 3000), 190_000);
+      assert.equal(await b.iowrite(local.buffer.subarray(0, 400_000), 3000), 400_000);
       await b.write(new Uint8Array([2]));
       assert.deepEqual([...await readExactly(a, 1)], [2]);
       assert.deepEqual(m1.buffer.subarray(2000), local.buffer.subarray(0, 63536));
       assert.deepEqual(
-        m2.buffer.subarray(0, 190_000 - 63536),
-        local.buffer.subarray(63536, 190_000),
+        m2.buffer.subarray(0, 400_000 - 63536),
+        local.buffer.subarray(63536, 400_000),
       );
       // the ordering rule, 20 random rounds: a direct write, then a message naming its range
       const r = prng(2);
       const msg = new Uint8Array(12);
       const mv = new DataView(msg.buffer);
       for (let round = 0; round < 20; round++) {
-        const off = 1000 + Math.floor(r() * 190_000);
-        const len = 1 + Math.floor(r() * Math.min(197_608 - off, 100_000));
+        const off = 1000 + Math.floor(r() * 580_000);
+        const len = 1 + Math.floor(r() * Math.min(590_824 - off, 100_000));
         const data = new Uint8Array(len).fill(round + 10);
         await b.iowrite(data, off);
         mv.setUint32(0, off, true);
@@ -185,7 +185,7 @@ deviceTest(
       }
       // refused before anything is sent
       await assert.rejects(b.iowrite(new Uint8Array(10), 999), UnmappedOffsetError);
-      await assert.rejects(b.iowrite(new Uint8Array(10), 197_600), UnmappedOffsetError);
+      await assert.rejects(b.iowrite(new Uint8Array(10), 590_820), UnmappedOffsetError);
       await assert.rejects(b.iowrite(new Uint8Array(1), -1), InvalidArgumentError);
       assert.throws(() => a.iomap(100, { offset: 60_000 }), NoIomapSlotError);
       // iounmap clears B's entry: B's iowrite there now fails cleanly
