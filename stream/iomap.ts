@@ -15,7 +15,7 @@ import { NativeResource } from "../ffi/resource.ts";
 import type { MemoryRegion } from "../verbs/mr.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import type { ConnCore } from "./core.ts";
-import type { LocalMemory, RemoteOps } from "./remote.ts";
+import type { RemoteOps } from "./remote.ts";
 import { NoIomapSlotError, UnmappedOffsetError } from "./errors.ts";
 import { RS_CAP_NOTICES } from "./protocol.ts";
 
@@ -46,7 +46,7 @@ const construct = Symbol("IoMapping");
  * A buffer mapped with `conn.iomap()`: the peer's `iowrite(data, offset)` for an offset in
  * `[offset, offset + length)` lands at `buffer[offset' - offset]`. `close()` is `iounmap`.
  */
-export class IoMapping extends NativeResource implements LocalMemory {
+export class IoMapping extends NativeResource {
   /** The offset of the first byte in the peer's `iowrite()`s. */
   readonly offset: number;
   /** Mapped bytes. */

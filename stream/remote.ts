@@ -78,7 +78,7 @@ const construct = Symbol("ExposedMemory");
  * completed — and tells the peer). Its `buffer` is also local memory for zero-copy
  * `remote()` operations of this connection.
  */
-export class ExposedMemory extends NativeResource implements LocalMemory {
+export class ExposedMemory extends NativeResource {
   /** The token the peer passes to `conn.remote()` (32 bytes, `REMOTE_TOKEN_SIZE`). */
   readonly token: Uint8Array<ArrayBuffer>;
   /** The exposed bytes (detached once closed, when the library allocated them). */

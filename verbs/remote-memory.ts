@@ -49,7 +49,12 @@ export const REMOTE_TOKEN_SIZE = 32;
 export const REMOTE_TOKEN_VERSION = 1;
 
 /** The access bits of a token. */
-export const TokenAccess = Object.freeze(
+export const TokenAccess: {
+  /** The peer may RDMA READ the memory. */
+  readonly READ: 1;
+  /** The peer may RDMA WRITE the memory. */
+  readonly WRITE: 2;
+} = Object.freeze(
   {
     /** The peer may RDMA READ the memory. */
     READ: 1,
