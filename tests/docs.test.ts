@@ -35,6 +35,7 @@ const CHAPTERS = [
   "06-lifetimes.md",
   "07-errors.md",
   "08-troubleshooting.md",
+  "09-remote-memory.md",
 ];
 
 const read = (f: string) => readFileSync(join(ROOT, f), "utf8");
