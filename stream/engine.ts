@@ -695,20 +695,20 @@ export class StreamEngine {
    * `remoteOffset` of the buffers the peer mapped, by plain RDMA WRITEs of the bytes copied into
    * the send ring (inline when small). Each chunk needs what a data chunk needs (a send WR, ring
    * space, and — as rsocket checks — a credit and a target SGE) but consumes no credit. Chunks
-   * start at {@link RS_OLAP_START_SIZE} bytes and double up to {@link RS_MAX_TRANSFER} within
-   * one call sequence (`restart` starts one). Returns the bytes taken (0: wait for completions),
-   * -1 when this side may no longer send, -2 when nothing was taken because `remoteOffset` is
-   * not in any mapped entry.
+   * double up to {@link RS_MAX_TRANSFER} within one sequence of calls: `startChunk` starts one
+   * (rsocket starts every `riowrite` at {@link RS_OLAP_START_SIZE}), 0 continues it. Returns the
+   * bytes taken (0: wait for completions), -1 when this side may no longer send, -2 when nothing
+   * was taken because `remoteOffset` is not in any mapped entry.
    */
   ioWrite(
     src: Uint8Array,
     off: number,
     len: number,
     remoteOffset: number,
-    restart: boolean,
+    startChunk: number,
   ): number {
     if ((this.#state & WRITABLE) === 0) return -1;
-    if (restart) this.#ioOlen = RS_OLAP_START_SIZE;
+    if (startChunk > 0) this.#ioOlen = Math.min(startChunk, RS_MAX_TRANSFER);
     if (this.#ioq.length !== 0 && !this.flushIomaps()) return 0;
     const v = this.#targetView;
     const little = this.#ownLittle;

@@ -17,7 +17,7 @@ import type { WaitOptions } from "../poller/wait.ts";
 import type { ConnCore } from "./core.ts";
 import type { RemoteOps } from "./remote.ts";
 import { NoIomapSlotError, UnmappedOffsetError } from "./errors.ts";
-import { RS_CAP_NOTICES } from "./protocol.ts";
+import { RS_CAP_NOTICES, RS_MAX_TRANSFER, RS_OLAP_START_SIZE } from "./protocol.ts";
 
 /** Options of `conn.iomap()`. */
 export interface IomapOptions {
@@ -269,18 +269,20 @@ export class IoMaps {
     await core.lock(options);
     try {
       let done = 0;
-      let restart = true;
+      // rsocket starts each riowrite with a 2 KiB chunk, doubling to 64 KiB, so that the first
+      // bytes leave while the rest is copied; that only helps a long write to an idle queue
+      let start = len > RS_MAX_TRANSFER && e.allSendsDone() ? RS_OLAP_START_SIZE : RS_MAX_TRANSFER;
       while (done < len) {
         if (core.closing) throw new ClosedError("RdmaConn");
         let n = -1;
         if (
           !core.guard(() =>
-            void (n = e.ioWrite(data, done, len - done, remoteOffset + done, restart))
+            void (n = e.ioWrite(data, done, len - done, remoteOffset + done, start))
           )
         ) {
           throw core.writeError();
         }
-        restart = false;
+        start = 0;
         if (n === -1) throw core.writeError();
         if (n === -2) {
           throw new UnmappedOffsetError(

@@ -745,7 +745,7 @@ for (const iwarp of [false, true]) {
       let done = 0;
       let first = true;
       while (done < data.length) {
-        const n = b.engine.ioWrite(data, done, data.length - done, 10_000 + done, first);
+        const n = b.engine.ioWrite(data, done, data.length - done, 10_000 + done, first ? 2048 : 0);
         assert.ok(n >= 0);
         first = false;
         done += n;
@@ -764,10 +764,10 @@ for (const iwarp of [false, true]) {
       );
       assert.ok(b.log.every((l) => l.wrId === undefined || l.imm === -1), "no immediate");
       // offsets outside the mapping: -2, nothing taken
-      assert.equal(b.engine.ioWrite(data, 0, 10, 4999, true), -2);
-      assert.equal(b.engine.ioWrite(data, 0, 10, 105_000, true), -2);
+      assert.equal(b.engine.ioWrite(data, 0, 10, 4999, 2048), -2);
+      assert.equal(b.engine.ioWrite(data, 0, 10, 105_000, 2048), -2);
       // a write running past the end of the entry stops there
-      assert.equal(b.engine.ioWrite(data, 0, 100, 104_950, true), 50);
+      assert.equal(b.engine.ioWrite(data, 0, 100, 104_950, 2048), 50);
       assert.equal(b.engine.findIomap(104_999), 0);
       assert.equal(b.engine.findIomap(105_000), -1);
       // A clears the entry (length 0): B can no longer write there
@@ -775,7 +775,7 @@ for (const iwarp of [false, true]) {
       a.engine.queueIomap(0, 0, 0, 0, 0);
       settle([a, b]);
       assert.equal(b.engine.iomapEntry(0), null);
-      assert.equal(b.engine.ioWrite(data, 0, 10, 10_000, true), -2);
+      assert.equal(b.engine.ioWrite(data, 0, 10, 10_000, 2048), -2);
       assert.ok(a.engine.allSendsDone() && b.engine.allSendsDone());
       assert.equal(b.engine.sendBufferFree, c.sendBufferSize);
       assert.equal(a.engine.failed || b.engine.failed, false);
@@ -799,7 +799,7 @@ for (const iwarp of [false, true]) {
       let done = 0;
       let first = true;
       while (done < len) {
-        const n = b.engine.ioWrite(src, done, len - done, off + done, first);
+        const n = b.engine.ioWrite(src, done, len - done, off + done, first ? 2048 : 0);
         assert.ok(n >= 0, `round ${round}`);
         first = false;
         done += n;
