@@ -4,7 +4,7 @@
  *
  * - rsocket iomap against C `riostream`, both ways (C server ↔ our client, C client ↔ our
  *   server), data verified (`-T v`). Sampled: one custom run per direction, 300,000-byte
- *   transfers (riowrite's chunks from 2 KiB up to 64 KiB, the 1 MiB rings wrapping) × 4 × 3
+ *   transfers (chunks from 2 KiB up to 64 KiB, the 1 MiB rings wrapping) × 4 × 3
  *   iterations; the size sweep is the benchmark's (bench/iomap.ts).
  * - iomap/iowrite between two connections of this library in one process: a write spanning two
  *   mappings copied through the send ring and one sent zero copy from a local mapping, 20 rounds of random direct writes each followed by a stream message that names the
