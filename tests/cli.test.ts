@@ -24,6 +24,7 @@ const EXAMPLES = [
   "cmtime",
   "rstream",
   "rcopy",
+  "riostream",
 ];
 
 /** Runs all of `argvs` at once (the starts dominate) and returns their ends in order. */
@@ -62,6 +63,8 @@ test("cli: bad values are usage errors that name the problem, no stack trace", a
     ["examples/mckey.ts", ["-C", "many"], /Usage:/],
     ["examples/mckey.ts", ["-s"], /-m multicast_address is required/],
     ["examples/rping.ts", ["-c"], /the client needs -a addr/],
+    ["examples/riostream.ts", ["-T", "x"], /unknown test option "x"/],
+    ["examples/riostream.ts", ["-f", "gid"], /-f gid \(AF_IB addresses\) is not supported/],
     ["bench/perftest/send_lat.ts", ["--no-such-flag"], /no-such-flag/],
     ["bench/perftest/write_bw.ts", ["-e"], /Unknown option '-e'/],
     [
