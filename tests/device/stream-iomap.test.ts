@@ -406,7 +406,7 @@ deviceTest("stream remote: the guide's one-sided example runs", async (env) => {
     const r = await run(argv, { timeoutMs: 90_000 });
     console.log(r.stdout);
     assert.equal(r.code, 0, account(EXAMPLE, r));
-    assert.match(r.stdout, /read back 262144 bytes, equal: true/);
+    assert.match(r.stdout, /read back 262144 bytes, all 7: true/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
