@@ -11,8 +11,7 @@
  *   core while waiting.
  * - `"adaptive"` (the default): poll in a tight loop for a spin budget, then arm and wait like
  *   `"event"` (the idea of rsocket's `rpoll`, which spins for a fixed time). The budget is
- *   learnt per CQ from when completions actually arrived (a moving average with a margin,
- *   between 2 µs and {@link AUTO_SPIN_MAX_MICROS}; it starts at {@link DEFAULT_SPIN_MICROS}), so a
+ *   learnt per CQ from the spins that caught their completions ({@link SpinBudget}), so a
  *   ping-pong whose answer comes back within the budget never pays a wake-up and an idle CQ
  *   spins almost nothing; `spinMicros` fixes the budget instead.
  *
@@ -63,19 +62,25 @@ export const AUTO_SPIN_MAX_MICROS = 200;
 export const BUSY_SLICE_MICROS = 1000;
 
 /**
- * The spin budget of one waiter (a CQ's `"adaptive"` waits, a stream): fixed, or learnt from
- * when completions actually arrived. The learnt budget follows the typical arrival delay (a
- * moving average) with a margin, so completions that come back within a round trip are caught by
- * the spin and skip a wake-up, while a waiter whose completions come late (idle gaps, slow peers)
- * stops spinning in vain: those waits pull the estimate down. It stays between 2 µs and
- * {@link AUTO_SPIN_MAX_MICROS}.
+ * The spin budget of one waiter (a CQ's `"adaptive"` waits, a stream): fixed, or learnt.
+ *
+ * A learnt budget learns only from spins that caught their completion (a "hit" after `d` µs):
+ * the budget follows the hit delays with a margin (up at once to a later one, down slowly). A spin that missed
+ * says nothing about when the answer came — the wait that follows adds the event loop's own
+ * wake-up, and a peer that missed its spin too adds its wake-up: learning from those delays
+ * would lock two peers into waking each other up. So a miss only shrinks the budget (an idle
+ * or slow peer stops costing spins), and every {@link PROBE_EVERY}th miss in a row spins the
+ * whole maximum once: when the answers do come within it, the hits bring the budget back. The
+ * budget stays between {@link DEFAULT_SPIN_MICROS} / 4 and its maximum.
  */
 export class SpinBudget {
   /** The budget of the next spin, in microseconds. */
   micros: number;
   #arrival: number;
+  #misses = 0;
   readonly #fixed: boolean;
   readonly #max: number;
+  readonly #min: number;
 
   /**
    * A learnt budget (`fixed` undefined: starting at {@link DEFAULT_SPIN_MICROS}, at most `max`,
@@ -84,17 +89,31 @@ export class SpinBudget {
   constructor(fixed?: number, max: number = AUTO_SPIN_MAX_MICROS) {
     this.#fixed = fixed !== undefined;
     this.#max = max;
+    this.#min = Math.min(max, DEFAULT_SPIN_MICROS / 4);
     this.micros = this.#arrival = fixed ?? DEFAULT_SPIN_MICROS;
   }
 
-  /** Learns from one wait that found completions `delay` µs after it started. */
-  learn(delay: number): void {
+  /** A spin caught its completion `delay` µs after it started. */
+  hit(delay: number): void {
     if (this.#fixed) return;
-    if (delay <= this.#max) this.#arrival += (delay - this.#arrival) / 4;
-    else this.#arrival *= 0.75;
-    this.micros = Math.min(this.#max, Math.max(2, this.#arrival * 1.25 + 2));
+    this.#misses = 0;
+    // up at once (the next answer as late as this one is caught), down slowly
+    this.#arrival = delay > this.#arrival ? delay : this.#arrival + (delay - this.#arrival) / 8;
+    this.micros = Math.min(this.#max, Math.max(this.#min, this.#arrival * 1.5 + 2));
+  }
+
+  /** A spin ran out: shrink, and make every {@link PROBE_EVERY}th miss in a row a full spin. */
+  miss(): void {
+    if (this.#fixed) return;
+    this.#arrival = Math.max(this.#min, this.#arrival * 0.75);
+    this.micros = ++this.#misses % PROBE_EVERY === PROBE_EVERY - 1
+      ? this.#max
+      : Math.max(this.#min, this.#arrival * 1.5 + 2);
   }
 }
+
+/** A learnt spin budget spends its whole maximum once per this many misses in a row. */
+export const PROBE_EVERY = 16;
 
 /** Throws unless `spinMicros` is a valid spin budget. */
 export function checkSpinMicros(spinMicros: unknown): void {
@@ -270,10 +289,11 @@ export function awaitCompletions(
       const start = performance.now();
       const n = spinPoll(cq, options.max, start, fixed ?? s.budget.micros);
       if (n > 0) {
-        if (fixed === undefined) s.budget.learn((performance.now() - start) * 1000);
+        if (fixed === undefined) s.budget.hit((performance.now() - start) * 1000);
         return Promise.resolve(n);
       }
-      return eventWait(cq, s, options, fixed === undefined ? start : -1);
+      if (fixed === undefined) s.budget.miss();
+      return eventWait(cq, s, options);
     }
     if (strategy === "busy") {
       const slice = fixed ?? BUSY_SLICE_MICROS;
@@ -283,7 +303,7 @@ export function awaitCompletions(
   } catch (e) {
     return Promise.reject(e);
   }
-  return eventWait(cq, s, options, -1);
+  return eventWait(cq, s, options);
 }
 
 /** Polls until completions arrive or `micros` have passed since `start`; returns how many. */
@@ -317,12 +337,11 @@ async function busyWait(
   }
 }
 
-/** Arms, drains, waits; `learnFrom` >= 0 is when an adaptive wait started (its delay is learnt). */
+/** Arms, drains, waits. */
 async function eventWait(
   cq: CompletionSource,
   s: CqState,
   options: CompletionWaitOptions,
-  learnFrom: number,
 ): Promise<number> {
   const poller = options.poller ?? s.poller ?? Poller.default();
   if (poller.closed) throw new ClosedError("Poller");
@@ -344,10 +363,7 @@ async function eventWait(
       s.armedSolicited = solicited;
     }
     const n = cq.poll(max);
-    if (n > 0) {
-      if (learnFrom >= 0) s.budget.learn((performance.now() - learnFrom) * 1000);
-      return n;
-    }
+    if (n > 0) return n;
     // every round of the loop keeps the first round's deadline
     await s.waits.add(options, undefined, "completion wait", since);
     if (s.closed) throw s.closed;

@@ -9,7 +9,7 @@
  *    ring and credits. If it cannot, it polls the CQ once and feeds the completions to the
  *    engine (receives re-posted, credits granted), and tries again.
  * 2. Still blocked, it spins: polls the CQ for a bounded budget (strategy `"adaptive"`: learnt
- *    from when answers actually came, at most {@link STREAM_SPIN_MAX_MICROS} µs, or
+ *    from the spins that caught their answer, at most {@link STREAM_SPIN_MAX_MICROS} µs, or
  *    `spinMicros`; `"busy"`: one slice; `"event"`: none). Data or credits that come within it
  *    resolve the operation with no event-loop turn, no timer and no promise besides the one the
  *    operation returns.
@@ -147,10 +147,10 @@ const construct = Symbol("RdmaConn");
 const noop = () => {};
 
 /**
- * The most a stream's learnt spin budget grows to, in microseconds. Larger than a CQ wait's
- * ({@link AUTO_SPIN_MAX_MICROS}): a stream waits for its peer's answer, and a wake-up through
- * the event loop costs more than most round trips; a peer that answers late pulls the budget
- * down to almost nothing within a few waits.
+ * The most a stream's learnt spin budget grows to, in microseconds (see `SpinBudget`). Larger
+ * than a CQ wait's (`AUTO_SPIN_MAX_MICROS`): a stream waits for its peer's answer, and a
+ * wake-up through the event loop costs more than most round trips; a peer that answers late
+ * shrinks the budget within a few waits.
  */
 export const STREAM_SPIN_MAX_MICROS = 1000;
 
@@ -221,8 +221,6 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #armed = false;
   #pumping = false;
   #writing = false;
-  /** When the last spin that missed started (to learn the delay once the wait ends), or -1. */
-  #missedAt = -1;
   #cmGone = false;
   #reset: RdmaError | null = null;
   #cause: Error | null = null;
@@ -432,10 +430,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       const n = this.#readNow(p, got);
       if (n > 0) {
         got += n;
-        if (got >= min) {
-          this.#learnLate();
-          return got;
-        }
+        if (got >= min) return got;
       } else if (n < 0) {
         if (got > 0) return got;
         return this.#end();
@@ -508,7 +503,6 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
         off += n;
         if (off < len) await this.#waitFor(WRITE, options);
       }
-      this.#learnLate();
       return len;
     } finally {
       this.#unlock();
@@ -693,20 +687,12 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const end = start + (s === "adaptive" ? this.#budget.micros : this.#slice) / 1000;
     for (let now = start; now < end; now = performance.now()) {
       if (this.#progress() > 0 && this.#ready(want)) {
-        if (s === "adaptive") this.#budget.learn((performance.now() - start) * 1000);
-        this.#missedAt = -1;
+        if (s === "adaptive") this.#budget.hit((performance.now() - start) * 1000);
         return true;
       }
     }
-    this.#missedAt = start;
+    if (s === "adaptive") this.#budget.miss();
     return false;
-  }
-
-  /** A wait that followed a missed spin ended: learn how long the answer took. */
-  #learnLate(): void {
-    if (this.#missedAt < 0) return;
-    this.#budget.learn((performance.now() - this.#missedAt) * 1000);
-    this.#missedAt = -1;
   }
 
   /** Spins for `want`, then waits for the connection's progress. */

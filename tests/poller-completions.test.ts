@@ -16,7 +16,7 @@ import {
   type Strategy,
   WorkRequestTracker,
 } from "../poller/mod.ts";
-import { cancelCompletionWaits } from "../poller/completions.ts";
+import { cancelCompletionWaits, DEFAULT_SPIN_MICROS, SpinBudget } from "../poller/completions.ts";
 import { closeWatchesOf } from "../poller/poller.ts";
 import { AbortedError, ClosedError, WorkCompletionError } from "../types/errors.ts";
 
@@ -342,4 +342,29 @@ test("completions: closing the poller rejects pending completion waits with Clos
   await assert.rejects(p, (e) => e instanceof ClosedError && /Poller/.test(e.message));
   await assert.rejects(awaitCompletions(cq, { poller, strategy: "event" }), ClosedError);
   channel.close();
+});
+
+test("SpinBudget: learns from hits only, shrinks on misses, probes the maximum", () => {
+  const b = new SpinBudget(undefined, 1000);
+  assert.equal(b.micros, DEFAULT_SPIN_MICROS);
+  b.hit(300); // a later answer raises the budget at once, with a margin
+  assert.ok(b.micros >= 300 && b.micros <= 1000, `after a 300 µs hit: ${b.micros}`);
+  const covering = b.micros;
+  b.hit(100); // earlier answers lower it slowly
+  assert.ok(b.micros < covering && b.micros > 100, `after a 100 µs hit: ${b.micros}`);
+  // misses shrink it; every 16th miss in a row spins the whole maximum once
+  const seen: number[] = [];
+  for (let i = 0; i < 32; i++) {
+    b.miss();
+    seen.push(b.micros);
+  }
+  assert.equal(seen.filter((m) => m === 1000).length, 2, `two probes in 32 misses: ${seen}`);
+  assert.ok(Math.min(...seen) >= DEFAULT_SPIN_MICROS / 4, "never below the floor");
+  assert.ok(seen[14] < covering, "misses shrank it");
+  b.hit(2000); // a hit beyond the maximum is capped
+  assert.equal(b.micros, 1000);
+  const fixed = new SpinBudget(50);
+  fixed.miss();
+  fixed.hit(900);
+  assert.equal(fixed.micros, 50, "a fixed budget never changes");
 });
