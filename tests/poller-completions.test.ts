@@ -360,7 +360,7 @@ test("SpinBudget: learns from hits only, shrinks on misses, probes the maximum",
   }
   assert.equal(seen.filter((m) => m === 1000).length, 2, `two probes in 32 misses: ${seen}`);
   assert.ok(Math.min(...seen) >= DEFAULT_SPIN_MICROS / 4, "never below the floor");
-  assert.ok(seen[14] < covering, "misses shrank it");
+  assert.ok(seen[13] < covering, "misses shrank it");
   b.hit(2000); // a hit beyond the maximum is capped
   assert.equal(b.micros, 1000);
   const fixed = new SpinBudget(50);
