@@ -115,6 +115,25 @@ export class SpinBudget {
 /** A learnt spin budget spends its whole maximum once per this many misses in a row. */
 export const PROBE_EVERY = 16;
 
+/**
+ * A spin counts polls, not clock reads: reading the clock costs about as much as a poll on some
+ * runtimes (and allocates in Deno). The clock is read when a spin starts and when it ends; the
+ * cost of one pass learnt from those (a moving average, shared by every spin of the process)
+ * turns a budget in microseconds into a number of passes.
+ */
+let passMicros = 1;
+
+/** How many polling passes fit in `micros` µs (at least one). */
+export function spinPasses(micros: number): number {
+  return Math.max(1, Math.ceil(micros / passMicros));
+}
+
+/** Learns the cost of one polling pass from a spin of `passes` passes that took `ms`. */
+export function notePasses(ms: number, passes: number): void {
+  const per = (ms * 1000) / passes;
+  if (per > 0) passMicros += (per - passMicros) / 4;
+}
+
 /** Throws unless `spinMicros` is a valid spin budget. */
 export function checkSpinMicros(spinMicros: unknown): void {
   if (
@@ -289,7 +308,7 @@ export function awaitCompletions(
       const start = performance.now();
       const n = spinPoll(cq, options.max, start, fixed ?? s.budget.micros);
       if (n > 0) {
-        if (fixed === undefined) s.budget.hit((performance.now() - start) * 1000);
+        if (fixed === undefined) s.budget.hit(lastSpinMs * 1000);
         return Promise.resolve(n);
       }
       if (fixed === undefined) s.budget.miss();
@@ -306,14 +325,18 @@ export function awaitCompletions(
   return eventWait(cq, s, options);
 }
 
-/** Polls until completions arrive or `micros` have passed since `start`; returns how many. */
+/** How long the last {@link spinPoll} ran, in milliseconds. */
+let lastSpinMs = 0;
+
+/** Polls until completions arrive or about `micros` µs have passed since `start`; how many. */
 function spinPoll(cq: CompletionSource, max: number | undefined, start: number, micros: number) {
-  const end = start + micros / 1000;
-  for (let now = start; now < end; now = performance.now()) {
-    const n = cq.poll(max);
-    if (n > 0) return n;
-  }
-  return 0;
+  const passes = spinPasses(micros);
+  let n = 0;
+  let i = 0;
+  while (i < passes && (n = cq.poll(max)) === 0) i++;
+  lastSpinMs = performance.now() - start;
+  notePasses(lastSpinMs, n > 0 ? i + 1 : passes);
+  return n;
 }
 
 /** Busy slices: poll for `slice` µs, then yield one event-loop turn, until completions arrive. */

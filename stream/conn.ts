@@ -42,7 +42,9 @@ import {
   BUSY_SLICE_MICROS,
   checkSpinMicros,
   DEFAULT_STRATEGY,
+  notePasses,
   SpinBudget,
+  spinPasses,
   type Strategy,
 } from "../poller/completions.ts";
 import { Poller, PollerHold } from "../poller/poller.ts";
@@ -683,14 +685,17 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #spin(want: Want): boolean {
     const s = this.#strategy;
     if (s === "event") return false;
+    const passes = spinPasses(s === "adaptive" ? this.#budget.micros : this.#slice);
     const start = performance.now();
-    const end = start + (s === "adaptive" ? this.#budget.micros : this.#slice) / 1000;
-    for (let now = start; now < end; now = performance.now()) {
+    for (let i = 0; i < passes; i++) {
       if (this.#progress() > 0 && this.#ready(want)) {
-        if (s === "adaptive") this.#budget.hit((performance.now() - start) * 1000);
+        const ms = performance.now() - start;
+        notePasses(ms, i + 1);
+        if (s === "adaptive") this.#budget.hit(ms * 1000);
         return true;
       }
     }
+    notePasses(performance.now() - start, passes);
     if (s === "adaptive") this.#budget.miss();
     return false;
   }
@@ -743,9 +748,12 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
         if (this.#strategy === "busy") {
           if (COUNTING) costs.yields++;
           await yieldToLoop();
-          const end = performance.now() + this.#slice / 1000;
+          const passes = spinPasses(this.#slice);
+          const start = performance.now();
+          let i = 1;
           n = this.#progress();
-          while (n === 0 && performance.now() < end) n = this.#progress();
+          for (; n === 0 && i < passes; i++) n = this.#progress();
+          notePasses(performance.now() - start, i);
         } else {
           n = this.#armAndDrain();
           if (n === 0) {

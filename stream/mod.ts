@@ -32,8 +32,8 @@ import "../verbs/mod.ts";
 export {
   connect,
   type ConnectOptions,
-  KEEPALIVE_DEFAULT_MS,
   type IoOptions,
+  KEEPALIVE_DEFAULT_MS,
   type RdmaAddr,
   RdmaConn,
   type ReadOptions,
