@@ -109,18 +109,30 @@ export function resetCostCounts(): void {
       0;
 }
 
-/** Wraps every function of a bound library so that each call is counted under its name. */
+/**
+ * Wraps every function of a bound library so that each call is counted under its name; each
+ * function is taken from `lib` on its first use (a loader may bind symbols lazily).
+ */
 export function countedLibrary<L extends object>(lib: L): L {
-  const out: Record<string, unknown> = {};
-  for (const [name, f] of Object.entries(lib)) {
-    out[name] = typeof f === "function"
-      ? (...args: unknown[]) => {
-        const t = performance.now();
-        const r = (f as (...a: unknown[]) => unknown)(...args);
-        countCall(name, performance.now() - t);
-        return r;
-      }
-      : f;
+  const out = {} as Record<string, unknown>;
+  for (const name of Object.keys(lib)) {
+    Object.defineProperty(out, name, {
+      configurable: true,
+      enumerable: true,
+      get() {
+        const f = (lib as Record<string, unknown>)[name];
+        const v = typeof f === "function"
+          ? (...args: unknown[]) => {
+            const t = performance.now();
+            const r = (f as (...a: unknown[]) => unknown)(...args);
+            countCall(name, performance.now() - t);
+            return r;
+          }
+          : f;
+        Object.defineProperty(out, name, { value: v, enumerable: true });
+        return v;
+      },
+    });
   }
   return out as L;
 }
