@@ -16,8 +16,15 @@ import type { EventEmitter } from "node:events";
 import http from "node:http";
 import { test } from "./harness.ts";
 import * as net from "../net/mod.ts";
-import { ClosedError, InvalidArgumentError, RdmaError } from "../types/errors.ts";
-import type { RdmaConn } from "../stream/mod.ts";
+import {
+  AbortedError,
+  ClosedError,
+  InvalidArgumentError,
+  NativeError,
+  RdmaError,
+} from "../types/errors.ts";
+import { ConnectionRefusedError, ConnectionResetError, type RdmaConn } from "../stream/mod.ts";
+import { withCode } from "../net/errors.ts";
 
 // ------------------------------------------------------------------ an in-memory connection pair
 
@@ -31,6 +38,7 @@ class MemConn {
   maxInbox = 0;
   eof = false;
   closed = false;
+  failure: Error | null = null;
   reads = 0;
   readonly capacity: number;
   #wake: (() => void)[] = [];
@@ -50,6 +58,7 @@ class MemConn {
     for (;;) {
       if (this.closed) throw new ClosedError("RdmaConn");
       if (this.inbox.length) break;
+      if (this.failure) throw this.failure;
       if (this.eof) return null;
       await this.#changed();
     }
@@ -80,6 +89,11 @@ class MemConn {
       off += n;
     }
     return p.length;
+  }
+  /** The connection fails as a vanished peer makes it fail (after the bytes that arrived). */
+  fail(err: Error): void {
+    this.failure = err;
+    this.notify();
   }
   closeWrite(): Promise<void> {
     this.peer.eof = true;
@@ -233,6 +247,25 @@ test("net: a socket aborted by its signal is destroyed with ABORT_ERR", async ()
   assert.equal(a.closed, true, "the connection was closed");
 });
 
+test("net: the stream layer's errors get node:net's codes", () => {
+  const where = { address: "10.0.2.15", port: 7471 };
+  const reset = withCode(new ConnectionResetError("reset"));
+  assert.ok(reset instanceof ConnectionResetError);
+  assert.equal(reset.code, "ECONNRESET");
+  const refused = withCode(new ConnectionRefusedError("refused"), where);
+  assert.equal(refused.code, "ECONNREFUSED");
+  assert.deepEqual([refused.syscall, refused.address, refused.port], [
+    "connect",
+    "10.0.2.15",
+    7471,
+  ]);
+  assert.equal(withCode(new AbortedError("t"), { ...where, timedOut: true }).code, "ETIMEDOUT");
+  assert.equal(withCode(new AbortedError("a"), where).code, "ABORT_ERR");
+  const native = withCode(new NativeError("rdma_bind_addr", 98, "Address already in use"));
+  assert.equal(native.code, "EADDRINUSE", "a NativeError keeps its errno name");
+  assert.equal(withCode(new Error("other")).code, undefined);
+});
+
 // ------------------------------------------------------------------ the adapter over a pair
 
 test("net: Socket over a connection pair — data both ways, end, close, counters, addresses", async () => {
@@ -315,6 +348,24 @@ test("net: backpressure — a paused reader stops the read loop; the writer wait
   assert.equal(x.bytesWritten, total);
   y.destroy();
   x.destroy();
+});
+
+test("net: a connection that fails is an ECONNRESET error after the bytes that arrived", async () => {
+  const [x, y, a] = socketPair();
+  let got = 0;
+  x.on("data", (c: Buffer) => (got += c.length));
+  const closed = once(x, "close");
+  const errored = once(x, "error");
+  y.write(Buffer.alloc(1000));
+  await new Promise((r) => setTimeout(r, 20));
+  a.fail(new ConnectionResetError("connection reset: the peer vanished"));
+  const [e] = await errored;
+  assert.ok(e instanceof ConnectionResetError);
+  assert.equal(code(e), "ECONNRESET");
+  assert.deepEqual(await closed, [true]);
+  assert.equal(got, 1000, "the bytes that had arrived were delivered first");
+  assert.equal(a.closed, true, "the connection was closed");
+  y.destroy();
 });
 
 test("net: setTimeout emits timeout once per idle period; activity postpones it", async () => {
