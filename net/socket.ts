@@ -474,7 +474,6 @@ export class Socket extends Duplex {
     const buf = this.#readBuf ??= new Uint8Array(READ_CHUNK);
     try {
       for (;;) {
-        this.#pulled = false;
         const n = await conn.read(buf);
         if (this.destroyed) return;
         if (n === null) {
@@ -483,6 +482,9 @@ export class Socket extends Duplex {
         }
         this.#bytesRead += n;
         this.#touch();
+        // a full readable side stops the loop, unless push() itself asked for more (a consumer
+        // reading synchronously in its `data` handler calls _read while the loop still runs)
+        this.#pulled = false;
         if (!this.push(Buffer.from(buf.subarray(0, n))) && !this.#pulled) return;
       }
     } catch (e) {

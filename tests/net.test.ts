@@ -371,19 +371,22 @@ test("net: a connection that fails is an ECONNRESET error after the bytes that a
 test("net: setTimeout emits timeout once per idle period; activity postpones it", async () => {
   const [x, y] = socketPair();
   let timeouts = 0;
-  x.setTimeout(60, () => timeouts++);
-  assert.equal(x.timeout, 60);
+  const idleMs = 150;
+  x.setTimeout(idleMs, () => timeouts++);
+  assert.equal(x.timeout, idleMs);
   x.on("timeout", () => {}); // the one-time callback and a listener
   y.on("data", () => {});
-  const t0 = performance.now();
-  for (let i = 0; i < 4; i++) {
-    x.write("tick");
+  let lastWrite = 0;
+  for (let i = 0; i < 5; i++) {
+    await new Promise<void>((r) => x.write("tick", () => r()));
+    lastWrite = performance.now();
     await new Promise((r) => setTimeout(r, 30));
   }
   assert.equal(timeouts, 0, "no timeout while active");
   await once(x, "timeout");
-  assert.ok(performance.now() - t0 >= 150);
-  await new Promise((r) => setTimeout(r, 150));
+  const idle = performance.now() - lastWrite;
+  assert.ok(idle >= idleMs - 5, `timeout after ${idle.toFixed(1)} ms idle (< ${idleMs})`);
+  await new Promise((r) => setTimeout(r, 2 * idleMs));
   assert.equal(timeouts, 1, "one timeout per idle period");
   x.setTimeout(0);
   x.destroy();
