@@ -258,7 +258,14 @@ export class Server extends EventEmitter {
       this.#sockets.delete(socket);
       this.#emitCloseIfDrained();
     });
-    this.emit("connection", socket);
+    try {
+      this.emit("connection", socket);
+    } catch (e) {
+      // a listener's exception is the program's, uncaught as in node:net; accepting goes on
+      process.nextTick(() => {
+        throw e;
+      });
+    }
   }
 
   /** The bound address, `{ address, family, port }`, or null when not listening. */

@@ -437,8 +437,15 @@ export class Socket extends Duplex {
           throw closedError("Socket", "ERR_SOCKET_CLOSED");
         }
         this.#attach(conn);
-        this.emit("connect");
-        this.emit("ready");
+        try {
+          this.emit("connect");
+          this.emit("ready");
+        } catch (e) {
+          // a listener's exception is the program's, uncaught as in node:net
+          process.nextTick(() => {
+            throw e;
+          });
+        }
         return conn;
       },
       (e: unknown) => {
@@ -474,7 +481,13 @@ export class Socket extends Duplex {
     const buf = this.#readBuf ??= new Uint8Array(READ_CHUNK);
     try {
       for (;;) {
-        const n = await conn.read(buf);
+        let n: number | null;
+        try {
+          n = await conn.read(buf);
+        } catch (e) {
+          if (!this.destroyed) this.destroy(withCode(e));
+          return;
+        }
         if (this.destroyed) return;
         if (n === null) {
           this.push(null);
@@ -483,12 +496,12 @@ export class Socket extends Duplex {
         this.#bytesRead += n;
         this.#touch();
         // a full readable side stops the loop, unless push() itself asked for more (a consumer
-        // reading synchronously in its `data` handler calls _read while the loop still runs)
+        // reading synchronously in its `data` handler calls _read while the loop still runs).
+        // An exception thrown by a `data` listener is not the connection's: it escapes, uncaught,
+        // as it would from a node:net socket
         this.#pulled = false;
         if (!this.push(Buffer.from(buf.subarray(0, n))) && !this.#pulled) return;
       }
-    } catch (e) {
-      if (!this.destroyed) this.destroy(withCode(e));
     } finally {
       this.#reading = false;
     }
