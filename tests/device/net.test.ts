@@ -13,8 +13,8 @@
  *   at the two rings plus the writable high-water mark (`write()` false, then `drain`), then
  *   everything arrives intact; paused again midway, its read loop stops at the high-water mark.
  *
- * Sizes are small (1–8 MiB): the emulated guest moves tens of MB/s. The whole file takes about
- * 20 s per runtime there. An unmodified C HTTP client under rspreload: `http.test.ts`.
+ * Sizes are small (1–8 MiB): the emulated guest moves tens of MB/s. The whole file took 8 s in
+ * each runtime there. An unmodified C HTTP client under rspreload: `http.test.ts`.
  */
 
 import assert from "node:assert/strict";
