@@ -21,7 +21,7 @@ import { fileURLToPath } from "node:url";
 export const ROOT: string = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
 /** The folders whose modules' JSDoc examples are checked. */
-const MODULE_DIRS = ["types", "ffi", "poller", "verbs", "cm", "stream", "examples"];
+const MODULE_DIRS = ["types", "ffi", "poller", "verbs", "cm", "stream", "net", "examples"];
 
 /**
  * Files (markdown, or modules for their JSDoc) whose ```ts blocks do not type-check yet, with the

@@ -232,6 +232,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #writable: WritableStream<Uint8Array> | null = null;
   readonly #stopObserving: () => void;
   #keepaliveMs = 0;
+  #keepaliveIdle = KEEPALIVE_DEFAULT_MS;
   #keepaliveTimer: ReturnType<typeof setTimeout> | null = null;
   #keepaliveSeen = 0;
   readonly #keepaliveTick = () => {
@@ -353,19 +354,21 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
 
   /**
    * Turns rsocket's keepalive on or off (`SO_KEEPALIVE`, idle time `TCP_KEEPIDLE`): while on, a
-   * period (`idleMs`, default {@link KEEPALIVE_DEFAULT_MS}, TCP's `tcp_keepalive_time`) without
-   * any send posts a zero-length RDMA WRITE, as rsocket does. A peer that vanished without
-   * disconnecting makes it fail after the connection's retries: pending and later operations
-   * then reject with {@link ConnectionResetError}. The timer never keeps the process alive.
+   * period (`idleMs`; 0 or absent keeps the last one, at first {@link KEEPALIVE_DEFAULT_MS},
+   * TCP's `tcp_keepalive_time`, as `node:net`'s `initialDelay`) without any send posts a
+   * zero-length RDMA WRITE, as rsocket does. A peer that vanished without disconnecting makes it
+   * fail after the connection's retries: pending and later operations then reject with
+   * {@link ConnectionResetError}. The timer never keeps the process alive.
    */
-  setKeepAlive(keepAlive = true, idleMs: number = KEEPALIVE_DEFAULT_MS): void {
+  setKeepAlive(keepAlive = true, idleMs = 0): void {
     this.assertOpen();
-    if (!(Number.isFinite(idleMs) && idleMs >= 1)) {
-      throw new InvalidArgumentError(`idleMs must be a number >= 1, got ${describe(idleMs)}`);
+    if (!(Number.isFinite(idleMs) && idleMs >= 0)) {
+      throw new InvalidArgumentError(`idleMs must be a number >= 0, got ${describe(idleMs)}`);
     }
+    if (idleMs > 0) this.#keepaliveIdle = idleMs;
     if (this.#keepaliveTimer !== null) clearTimeout(this.#keepaliveTimer);
     this.#keepaliveTimer = null;
-    this.#keepaliveMs = keepAlive ? idleMs : 0;
+    this.#keepaliveMs = keepAlive ? this.#keepaliveIdle : 0;
     this.#keepaliveSeen = this.#e.postedCount;
     if (keepAlive) this.#armKeepalive();
   }

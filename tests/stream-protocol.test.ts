@@ -211,7 +211,15 @@ class Side implements StreamTransport {
 
   probe(wrId: number): void {
     assert.ok(this.sendInFlight < this.config.sendQueueDepth, `${this.name}: send queue overflow`);
-    this.sq.push({ kind: "write", wrId, data: null, from: [0, 0, 0, 0], raddr: 0, rkey: 0, imm: -1 });
+    this.sq.push({
+      kind: "write",
+      wrId,
+      data: null,
+      from: [0, 0, 0, 0],
+      raddr: 0,
+      rkey: 0,
+      imm: -1,
+    });
     this.sendInFlight++;
     this.maxInFlightCtrl = Math.max(this.maxInFlightCtrl, this.engine.controlInFlight);
   }
