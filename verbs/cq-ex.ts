@@ -28,6 +28,7 @@ import { NativeBlock } from "../ffi/memory.ts";
 import { checkResource } from "../ffi/resource.ts";
 import { CompletionQueue, type CqInit, createNext } from "./cq.ts";
 import type { Context } from "./context.ts";
+import { bswap32 } from "./wr.ts";
 
 /**
  * `IBV_WC_STANDARD_FLAGS`: the fields a classic `ibv_poll_cq` reports (byte_len, imm, qp_num,
@@ -76,7 +77,6 @@ const READERS = {
 type Field = keyof typeof READERS;
 
 const construct = Symbol("CompletionQueueEx");
-let sessionOf: (cq: CompletionQueueEx) => boolean;
 
 /** The native side of one extended CQ: its struct view and one prepared call per accessor. */
 class CqExCalls {
@@ -137,10 +137,6 @@ export class CompletionQueueEx extends CompletionQueue {
   readonly #timestamps: BigUint64Array;
   readonly #wallclocks: BigUint64Array;
   #session = false;
-
-  static {
-    sessionOf = (cq) => cq.#session;
-  }
 
   /** Not for direct use: `context.createCqEx()` makes one. */
   constructor(context: Context, init: CqExInit, token: symbol) {
@@ -389,15 +385,6 @@ export class CompletionQueueEx extends CompletionQueue {
 /** Creates an extended CQ (module-private: `context.createCqEx`). */
 export function makeCqEx(context: Context, init: CqExInit): CompletionQueueEx {
   return new CompletionQueueEx(context, init, construct);
-}
-
-/** True while a raw poll session is open (module-private). */
-export function cqExPolling(cq: CompletionQueueEx): boolean {
-  return sessionOf(cq);
-}
-
-function bswap32(v: number): number {
-  return (((v & 0xff) << 24) | ((v & 0xff00) << 8) | ((v >>> 8) & 0xff00) | (v >>> 24)) >>> 0;
 }
 
 /** `ibv_create_cq_ex` through `verbs_context.create_cq_ex`. */

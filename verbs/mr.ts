@@ -450,9 +450,3 @@ function memlockAware(errno: number, bytes: number): Error {
     "for a systemd service, or `* - memlock unlimited` in /etc/security/limits.conf)";
   return base;
 }
-
-/** Throws unless the MR is registered on `pd`. */
-export function checkSamePd(mr: MemoryRegion, pd: ProtectionDomain, what: string): void {
-  mr.assertOpen();
-  if (mr.pd !== pd) throw new InvalidArgumentError(`${what}: the MR belongs to another PD`);
-}

@@ -154,8 +154,3 @@ export class ListPoster {
     this.#list = null;
   }
 }
-
-/** The name of the C call behind a post operation. */
-export function postOpName(op: PostOp): string {
-  return OP_NAMES[op];
-}
