@@ -10,6 +10,7 @@
 
 import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
+import { CONSTRUCT } from "../ffi/resource.ts";
 import { Context } from "../verbs/context.ts";
 
 /** A verbs context that belongs to librdmacm: closing it leaves the device open. */
@@ -30,7 +31,7 @@ export function cmContext(verbs: NativePointer): Context {
   if (!ctx || ctx.closed) {
     const dev = n.readPointer(verbs, layouts().ibv_context.fields.device.offset);
     const name = (dev && n.cstring(n.ibverbs.ibv_get_device_name(dev))) ?? "";
-    ctx = new CmContext(verbs, name);
+    ctx = new CmContext(verbs, name, CONSTRUCT);
     contexts.set(key, ctx);
   }
   return ctx;

@@ -65,7 +65,7 @@ export function createCmQp(id: CmId, pd: ProtectionDomain, init: CmQpInit): Queu
     native().rdmacm.rdma_destroy_qp(idPtr);
   };
   try {
-    return adoptQp(pd, full, { ptr: qpPtr, cap, destroy });
+    return adoptQp(pd, c, { ptr: qpPtr, cap, destroy });
   } catch (e) {
     destroy();
     throw e;

@@ -73,17 +73,19 @@ export { CompletionQueue, type CqInit, TRACKED_WR_ID_BASE } from "./cq.ts";
 export { CompletionQueueEx, type CqExInit, WC_STANDARD_FLAGS } from "./cq-ex.ts";
 export { CompletionChannel } from "./channel.ts";
 export { WorkCompletion, type WorkCompletionData } from "./wc.ts";
-export { type QpTransitionOptions, QueuePair, type RemoteEndpoint } from "./qp.ts";
+export { QueuePair } from "./qp.ts";
+export type { QpTransitionOptions, RemoteEndpoint } from "./qp-transition.ts";
 export type { CreatableQpType, GrantedCap, QpCap, QpInit } from "./qp-init.ts";
 export type { QpAttr, QpAttrs } from "./qp-attr.ts";
 export {
   type ExQpType,
-  PreparedSendEx,
   type QpExInit,
   QueuePairEx,
   type SendWrEx,
   type XrcTarget,
 } from "./qp-ex.ts";
+export { SendBatch } from "./send-batch.ts";
+export { PreparedSendEx } from "./prepared-ex.ts";
 export { SharedReceiveQueue, type SrqAttr, type SrqInit } from "./srq.ts";
 export { type XrcdInit, XrcDomain, XrcRecvQp, XrcSrq, type XrcSrqInit } from "./xrc.ts";
 export { AddressHandle, type AhAttr, type AhAttrData, type GlobalRoute } from "./ah.ts";

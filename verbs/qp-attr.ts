@@ -9,7 +9,7 @@ import { layouts } from "../ffi/native.ts";
 import { enumName, Mtu, QpAttrMask, QpState } from "../types/enums.ts";
 import { type AhAttr, encodeAhAttr } from "./ah.ts";
 import { formatGid } from "./gid.ts";
-import { readScalars } from "./structs.ts";
+import { readScalars } from "./_structs.ts";
 import { checkInteger, checkObject } from "../types/check.ts";
 
 /** QP attributes to modify; each field given sets its bit of the attribute mask. */

@@ -127,7 +127,10 @@ deviceTest(
         qp.postSend({ opcode: WrOpcode.BIND_MW, bind: { mw: {} as never, mr: real, access: 0 } }),
       InvalidWorkRequestError,
     );
-    assert.throws(() => new MemoryWindow({ ...pd } as typeof pd), InvalidArgumentError);
+    assert.throws(
+      () => new MemoryWindow({ ...pd } as typeof pd, undefined, undefined as never),
+      InvalidArgumentError,
+    );
     assert.equal(cq.poll(), 0, "nothing reached the provider");
   },
   { needs: notOnIwarp("QPs connected without rdma_cm") },
