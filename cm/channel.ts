@@ -13,11 +13,11 @@ import { CmEventType, PortSpace } from "../types/enums.ts";
 import { nativeError, throwErrno } from "../ffi/errors.ts";
 import { setNonBlocking } from "../ffi/fd.ts";
 import { NativeBlock } from "../ffi/memory.ts";
-import { isInstance, NativeResource } from "../ffi/resource.ts";
+import { CONSTRUCT, isInstance, NativeResource } from "../ffi/resource.ts";
 import type { HoldCounter } from "../poller/wait.ts";
 import { closeWatchesOf, type FdWatch, Poller } from "../poller/poller.ts";
 import { type CmEvent, decodeEvent } from "./event.ts";
-import { adoptId, type CmId, deliverEvent, setChannelAdopt } from "./id.ts";
+import { CmId, deliverEvent } from "./id.ts";
 import { describe } from "../types/check.ts";
 
 /** Options of a {@link CmEventChannel}. */
@@ -40,7 +40,6 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
   readonly ptr: NativePointer;
   /** The channel's file descriptor (non-blocking). */
   readonly fd: number;
-  readonly #ids = new Map<bigint, CmId>();
   readonly #out: NativeBlock;
   #holds = 0;
   #watch: FdWatch | null = null;
@@ -103,29 +102,7 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
       if (errno === Errno.ENODEV) throw new NoDeviceError("rdma_create_id failed with ENODEV");
       throw nativeError("rdma_create_id", errno);
     }
-    return this.#adopt(this.#out.pointerAt(0)!);
-  }
-
-  static {
-    // rdma_migrate_id moves an id here: wrap it and route this channel's events for it to it
-    setChannelAdopt((channel, p) => channel.#adopt(p));
-  }
-
-  #adopt(p: NativePointer): CmId {
-    const id = adoptId(this, p);
-    this.#ids.set(native().address(p), id);
-    return id;
-  }
-
-  #idAt(p: NativePointer): CmId | undefined {
-    const key = native().address(p);
-    const id = this.#ids.get(key);
-    if (id?.closed) {
-      // its pointer was freed; librdmacm may hand out the same address again
-      this.#ids.delete(key);
-      return undefined;
-    }
-    return id;
+    return adoptId(this, this.#out.pointerAt(0)!);
   }
 
   /**
@@ -149,9 +126,9 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
     } finally {
       n.rdmacm.rdma_ack_cm_event(ev);
     }
-    const listenId = raw.listenPtr === null ? null : this.#idAt(raw.listenPtr) ?? null;
+    const listenId = raw.listenPtr === null ? null : idAt(this, raw.listenPtr) ?? null;
     // a new id: an incoming connection request (or an id created behind our back)
-    const id = this.#idAt(raw.idPtr) ?? this.#adopt(raw.idPtr);
+    const id = idAt(this, raw.idPtr) ?? adoptId(this, raw.idPtr);
     return {
       type: raw.type,
       name: raw.name,
@@ -224,8 +201,36 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
     this.#holds = 0;
     closeWatchesOf(this);
     this.#watch = null;
-    this.#ids.clear();
+    idsOf.delete(this);
     native().rdmacm.rdma_destroy_event_channel(this.ptr);
     this.#out.free();
   }
+}
+
+/** The ids of each channel by the address of their `struct rdma_cm_id`. */
+const idsOf = new WeakMap<CmEventChannel, Map<bigint, CmId>>();
+
+/**
+ * Wraps an id the channel created, received or had migrated to it, and routes the channel's events
+ * for that `rdma_cm_id` to it (module-private: the channel, and `id.migrate()`).
+ */
+export function adoptId(channel: CmEventChannel, ptr: NativePointer): CmId {
+  const id = new CmId(channel, ptr, CONSTRUCT);
+  let ids = idsOf.get(channel);
+  if (!ids) idsOf.set(channel, ids = new Map());
+  ids.set(native().address(ptr), id);
+  return id;
+}
+
+/** The open id of `channel` at `ptr`, if it has one (module-private to the cm layer). */
+function idAt(channel: CmEventChannel, ptr: NativePointer): CmId | undefined {
+  const ids = idsOf.get(channel);
+  const key = native().address(ptr);
+  const id = ids?.get(key);
+  if (id?.closed) {
+    // its pointer was freed; librdmacm may hand out the same address again
+    ids!.delete(key);
+    return undefined;
+  }
+  return id;
 }

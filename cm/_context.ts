@@ -36,3 +36,16 @@ export function cmContext(verbs: NativePointer): Context {
   }
   return ctx;
 }
+
+/**
+ * librdmacm keeps a context open on every device it has used, a removed one too, until it next
+ * syncs its device list; the kernel finishes a removal only once every context of the device is
+ * closed. Syncing (`rdma_get_devices`) once an id that saw DEVICE_REMOVAL is destroyed lets
+ * librdmacm close the removed device's context when no id uses it any more (module-private:
+ * a closing id that saw DEVICE_REMOVAL).
+ */
+export function releaseRemovedDevices(): void {
+  const cm = native().rdmacm;
+  const list = cm.rdma_get_devices(null);
+  if (list !== null) cm.rdma_free_devices(list);
+}
