@@ -4,7 +4,7 @@
  * checker does catch a block that does not, and the guide is whole: every chapter is in the
  * index, linked from the README and from mod.ts's module doc, and every runnable block is a
  * program that imports the package by its name. The runnable blocks run on a device in
- * `tests/device/docs.test.ts`.
+ * `tests/device/guide-runnable.test.ts`.
  */
 
 import assert from "node:assert/strict";

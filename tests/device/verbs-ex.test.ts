@@ -8,25 +8,23 @@ import assert from "node:assert/strict";
 import dgram from "node:dgram";
 import { deviceTest, notOnIwarp } from "../harness.ts";
 import {
+  AccessFlags,
+  ClosedError,
   type CompletionQueue,
   CompletionQueueEx,
   InvalidWorkRequestError,
+  MwType,
   type QpExInit,
   QpStateError,
-  type QueuePairEx,
-  WC_STANDARD_FLAGS,
-} from "../../verbs/mod.ts";
-import {
-  AccessFlags,
-  MwType,
   QpType,
+  type QueuePairEx,
   SendFlags,
+  WC_STANDARD_FLAGS,
   WcFlags,
   WcOpcode,
   WcStatus,
   WrOpcode,
-} from "../../mod.ts";
-import { ClosedError } from "../../types/errors.ts";
+} from "../lib.ts";
 import { connectOptions, type Fixture, fixture, qpPair, waitWc } from "./verbs-helpers.ts";
 
 const RDMA = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ |

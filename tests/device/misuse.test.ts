@@ -1,4 +1,3 @@
-// runs on iWARP
 /**
  * Regression tests for defects found from outside: each failed before its fix (a wrong promise
  * settled, a SIGSEGV, a hang), and now gets a typed error or the right result.
@@ -19,7 +18,7 @@ import {
   SendFlags,
   WcOpcode,
   WrOpcode,
-} from "../../mod.ts";
+} from "../lib.ts";
 
 function pairOnOneCq(env: Parameters<Parameters<typeof deviceTest>[1]>[0], channel = true) {
   const ctx = openDevice(env.device);
