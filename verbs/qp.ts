@@ -16,7 +16,7 @@ import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { checkConstruct, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
 import { formatGid, type GidLike, parseGid } from "./gid.ts";
-import { decodeQpAttr, encodeQpAttr, type QpAttr, type QpAttrs } from "./qp-attr.ts";
+import { modifyQp, type QpAttr, type QpAttrs, queryQp } from "./qp-attr.ts";
 import {
   type CheckedQpInit,
   checkQpInit,
@@ -169,29 +169,14 @@ export class QueuePair extends NativeResource {
   /** `ibv_modify_qp` with the given attributes (the mask follows from the fields). */
   modify(attr: QpAttr): void {
     this.assertOpen();
-    this.#attr.clear();
-    const mask = encodeQpAttr(this.#attr.view, attr);
-    if (mask === 0) throw new InvalidArgumentError("modify: no attribute given");
-    const rc = native().ibverbs.ibv_modify_qp(this.ptr, this.#attr.ptr, mask);
-    if (rc !== 0) {
-      const to = attr.qpState === undefined ? "" : ` to ${STATE_NAMES[attr.qpState]}`;
-      throwReturned("ibv_modify_qp", rc, `QP ${this.qpNum}${to}`);
-    }
+    const to = attr?.qpState === undefined ? "" : ` to ${STATE_NAMES[attr.qpState]}`;
+    modifyQp(this.ptr, this.#attr, attr, `QP ${this.qpNum}${to}`);
   }
 
   /** `ibv_query_qp`: every attribute, with the state's name and the caps. */
   query(): QpAttrs {
     this.assertOpen();
-    const L = layouts();
-    this.#attr.clear();
-    const rc = native().ibverbs.ibv_query_qp(
-      this.ptr,
-      this.#attr.ptr,
-      QUERY_MASK,
-      this.#attr.at(L.ibv_qp_attr.size),
-    );
-    if (rc !== 0) throwReturned("ibv_query_qp", rc);
-    return decodeQpAttr(this.#attr.view);
+    return queryQp(this.ptr, this.#attr, QUERY_MASK);
   }
 
   /** RESET → INIT (port, P_Key index, and access flags for RC/UC or Q_Key for UD). */

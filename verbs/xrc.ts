@@ -30,7 +30,7 @@ import { NativeBlock } from "../ffi/memory.ts";
 import { checkConstruct, checkResource, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
 import { ListPoster, One, postChecked } from "./_post.ts";
 import { type RecvWr, recvWrProblem } from "./wr.ts";
-import { decodeQpAttr, encodeQpAttr, type QpAttr, type QpAttrs } from "./qp-attr.ts";
+import { modifyQp, type QpAttr, type QpAttrs, queryQp } from "./qp-attr.ts";
 import {
   initAttr,
   type QpTransitionOptions,
@@ -330,25 +330,13 @@ export class XrcRecvQp extends NativeResource {
   /** `ibv_modify_qp` with the given attributes. */
   modify(attr: QpAttr): void {
     this.assertOpen();
-    this.#attr.clear();
-    const mask = encodeQpAttr(this.#attr.view, attr);
-    if (mask === 0) throw new InvalidArgumentError("modify: no attribute given");
-    const rc = native().ibverbs.ibv_modify_qp(this.ptr, this.#attr.ptr, mask);
-    if (rc !== 0) throwReturned("ibv_modify_qp", rc, `XRC QP ${this.qpNum}`);
+    modifyQp(this.ptr, this.#attr, attr, `XRC QP ${this.qpNum}`);
   }
 
   /** `ibv_query_qp`: its attributes. */
   query(): QpAttrs {
     this.assertOpen();
-    this.#attr.clear();
-    const rc = native().ibverbs.ibv_query_qp(
-      this.ptr,
-      this.#attr.ptr,
-      QpStateMask,
-      this.#attr.at(layouts().ibv_qp_attr.size),
-    );
-    if (rc !== 0) throwReturned("ibv_query_qp", rc);
-    return decodeQpAttr(this.#attr.view);
+    return queryQp(this.ptr, this.#attr, QpStateMask);
   }
 
   /** RESET → INIT → RTR towards the remote XRC_SEND QP (its number and PSN, GID on RoCE). */
