@@ -18,6 +18,7 @@ import type { HoldCounter } from "../poller/wait.ts";
 import { closeWatchesOf, type FdWatch, Poller } from "../poller/poller.ts";
 import { type CmEvent, decodeEvent } from "./event.ts";
 import { CmId, deliverEvent } from "./id.ts";
+import { forgetIds, idAt, registerId } from "./_ids.ts";
 import { describe } from "../types/check.ts";
 
 /** Options of a {@link CmEventChannel}. */
@@ -102,7 +103,12 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
       if (errno === Errno.ENODEV) throw new NoDeviceError("rdma_create_id failed with ENODEV");
       throw nativeError("rdma_create_id", errno);
     }
-    return adoptId(this, this.#out.pointerAt(0)!);
+    return this.#adopt(this.#out.pointerAt(0)!);
+  }
+
+  /** Wraps an id this channel created or received and routes its events to it. */
+  #adopt(p: NativePointer): CmId {
+    return registerId(this, p, new CmId(this, p, CONSTRUCT));
   }
 
   /**
@@ -128,7 +134,7 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
     }
     const listenId = raw.listenPtr === null ? null : idAt(this, raw.listenPtr) ?? null;
     // a new id: an incoming connection request (or an id created behind our back)
-    const id = idAt(this, raw.idPtr) ?? adoptId(this, raw.idPtr);
+    const id = idAt(this, raw.idPtr) ?? this.#adopt(raw.idPtr);
     return {
       type: raw.type,
       name: raw.name,
@@ -201,36 +207,8 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
     this.#holds = 0;
     closeWatchesOf(this);
     this.#watch = null;
-    idsOf.delete(this);
+    forgetIds(this);
     native().rdmacm.rdma_destroy_event_channel(this.ptr);
     this.#out.free();
   }
-}
-
-/** The ids of each channel by the address of their `struct rdma_cm_id`. */
-const idsOf = new WeakMap<CmEventChannel, Map<bigint, CmId>>();
-
-/**
- * Wraps an id the channel created, received or had migrated to it, and routes the channel's events
- * for that `rdma_cm_id` to it (module-private: the channel, and `id.migrate()`).
- */
-export function adoptId(channel: CmEventChannel, ptr: NativePointer): CmId {
-  const id = new CmId(channel, ptr, CONSTRUCT);
-  let ids = idsOf.get(channel);
-  if (!ids) idsOf.set(channel, ids = new Map());
-  ids.set(native().address(ptr), id);
-  return id;
-}
-
-/** The open id of `channel` at `ptr`, if it has one (module-private to the cm layer). */
-function idAt(channel: CmEventChannel, ptr: NativePointer): CmId | undefined {
-  const ids = idsOf.get(channel);
-  const key = native().address(ptr);
-  const id = ids?.get(key);
-  if (id?.closed) {
-    // its pointer was freed; librdmacm may hand out the same address again
-    ids!.delete(key);
-    return undefined;
-  }
-  return id;
 }

@@ -14,13 +14,14 @@ import { AbortedError, ClosedError, InvalidArgumentError } from "../types/errors
 import { CmEventType, QpState } from "../types/enums.ts";
 import { checkCall, nativeError } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
-import { checkConstruct, checkResource, type NativeResource } from "../ffi/resource.ts";
+import { checkConstruct, checkResource, CONSTRUCT, type NativeResource } from "../ffi/resource.ts";
 import { checkWaitOptions, type WaitOptions } from "../poller/wait.ts";
 import type { ProtectionDomain } from "../verbs/pd.ts";
 import { qpByNumber, type QueuePair, recordQpState } from "../verbs/qp.ts";
 import { createCmQp } from "./_qp.ts";
 import { type AddressInput, encodeSockaddr, SOCKADDR_STORAGE_SIZE } from "./address.ts";
-import { adoptId, type CmEventChannel } from "./channel.ts";
+import type { CmEventChannel } from "./channel.ts";
+import { registerId } from "./_ids.ts";
 import { checkPrivateData, type ConnParam, encodeConnParam } from "./conn_param.ts";
 import type { CmEvent } from "./event.ts";
 import {
@@ -378,7 +379,7 @@ export class CmId extends CmIdBase implements AsyncDisposable {
       );
     }
     checkCall("rdma_migrate_id", native().rdmacm.rdma_migrate_id(this.ptr, channel.ptr));
-    const to = adoptId(channel, this.ptr);
+    const to = registerId(channel, this.ptr, new CmId(channel, this.ptr, CONSTRUCT));
     to.#listening = this.#listening;
     to.#connected = this.#connected;
     to.#disconnectSeen = this.#disconnectSeen;

@@ -21,10 +21,10 @@
  * - An inline send can carry plain bytes (`inline: Uint8Array`, no MR): copied into the WR
  *   when posted, checked against the QP's granted `maxInlineData`.
  * - `pd.createQpEx` makes a QP that also posts through the `ibv_wr_*` API (`postSendEx`,
- *   `prepareSendEx`, or call by call); `context.createCqEx` a CQ reporting the fields of its
- *   `wcFlags`. Both are their classic class too. What the soft providers lack (timestamps, XRC,
- *   rereg, dma-buf, ODP, null MRs) raises UnsupportedError with the provider's errno; see
- *   the feature table in `verbs/README.md`.
+ *   `prepareSendEx`, or call by call in a `startBatch()` batch); `context.createCqEx` a CQ
+ *   reporting the fields of its `wcFlags`. Both are their classic class too. What the soft
+ *   providers lack (timestamps, XRC, rereg, dma-buf, ODP, null MRs) raises UnsupportedError with
+ *   the provider's errno; see the feature table in `verbs/README.md`.
  * - Completion-channel and async-event fds are non-blocking: `getEvent()` and
  *   `getAsyncEvent()` return null when nothing is pending. CQ events are acked in
  *   batches and always before the CQ is destroyed; async events are acked on read.

@@ -1,5 +1,5 @@
 /**
- * Regression tests for defects found from outside: each failed before its fix (a wrong promise
+ * Misuse and defects found from outside, as regression tests: each failed before its fix (a wrong promise
  * settled, a SIGSEGV, a hang), and now gets a typed error or the right result.
  */
 import assert from "node:assert/strict";

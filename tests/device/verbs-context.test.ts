@@ -1,4 +1,4 @@
-// The foundation on a real device: list devices, open it, query the port through
+// The verbs context on a real device: list devices, open it, query the port through
 // the extended verbs_context path, allocate a PD — in whichever runtime runs this.
 import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
