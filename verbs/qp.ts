@@ -407,10 +407,17 @@ export function destroyVerbsQp(ptr: NativePointer): () => void {
  * QP is released again if the wrapper cannot be made.
  */
 export function wrapQp<T extends QueuePair>(handle: QpHandle, make: (h: QpHandle) => T): T {
-  try {
-    return make(handle);
-  } catch (e) {
+  // released once, whether by a failed wrapper here or later by the object's close()
+  let released = false;
+  const destroy = () => {
+    if (released) return;
+    released = true;
     handle.destroy();
+  };
+  try {
+    return make({ ...handle, destroy });
+  } catch (e) {
+    destroy();
     throw e;
   }
 }
