@@ -4,9 +4,9 @@
  * checker does catch a block that does not, and the guide is whole: every chapter is in the
  * index, linked from the README and from mod.ts's module doc, and every runnable block is a
  * program that imports the package by its name. The runnable blocks run on a device in
- * `tests/device/docs.test.ts`. The defaults the guide states (each runtime's waiter, the stream
- * sizes and linger time, the strategy constants, the connection manager's defaults and private
- * data limits, what closing a listener does) are checked against the code at the end.
+ * `tests/device/guide-runnable.test.ts`. The defaults the guide states (each runtime's waiter,
+ * the stream sizes and linger time, the strategy constants, the connection manager's defaults and
+ * private data limits, what closing a listener does) are checked against the code at the end.
  */
 
 import assert from "node:assert/strict";

@@ -1,4 +1,3 @@
-// runs across hosts
 /**
  * Faults on the wire between two hosts (`scripts/test --two-hosts`: two guests, each with its
  * own kernel and soft-RoCE device, joined by a link on which `tc netem` and `ip link` inject
@@ -23,6 +22,8 @@ import {
   cmConnect,
   type CmId,
   type CompletionQueue,
+  connect,
+  ConnectionResetError,
   type MemoryRegion,
   type ProtectionDomain,
   type QueuePair,
@@ -30,9 +31,8 @@ import {
   WcStatus,
   WorkCompletionError,
   WrOpcode,
-} from "../../mod.ts";
+} from "../lib.ts";
 import { hasRemotePeer, peerAddress, spawnPeer } from "./peers/spawn.ts";
-import { connect, ConnectionResetError } from "../../stream/mod.ts";
 
 const MESSAGES = Number(process.env.RDMA_FAULT_LOSS_MESSAGES ?? 2_000);
 const WINDOW = 32;

@@ -1,4 +1,3 @@
-// runs on iWARP
 /**
  * Streams where `Deno.Conn` and `Deno.Listener` are expected, in the runtime that runs this file:
  *
@@ -17,7 +16,7 @@
 
 import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
-import { connect, listen, type RdmaConn } from "../../stream/mod.ts";
+import { connect, listen, type RdmaConn } from "../lib.ts";
 import { spawnPeer } from "./peers/spawn.ts";
 import { account, killAll, port, start, waitListening } from "./examples-common.ts";
 
