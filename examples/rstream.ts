@@ -28,7 +28,6 @@ import {
   type StreamOptions,
 } from "../mod.ts";
 import {
-  err,
   intOption,
   out,
   runTool,
