@@ -404,10 +404,10 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     }
     if (len === 0) return Promise.resolve(0);
     let n = this.#readNow(p, 0);
-    if (n === 0 && this.#spin(READ)) n = this.#readNow(p, 0);
-    if (n > 0 && n < min) return this.#readSlow(p, n, min, options);
-    if (n !== 0) return this.#readResult(n);
-    return this.#readSlow(p, 0, min, options);
+    const spun = n === 0;
+    if (spun && this.#spin(READ)) n = this.#readNow(p, 0);
+    if (n < 0 || n >= min) return this.#readResult(n);
+    return this.#readSlow(p, n, min, options, spun);
   }
 
   /**
@@ -429,9 +429,11 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     got: number,
     min: number,
     options: ReadOptions | undefined,
+    spun: boolean,
   ): Promise<number | null> {
-    for (;;) {
-      await this.#wait(options);
+    // check before every wait: the progress that brought the last bytes may also have brought
+    // the end of the stream, and no completion would wake a wait for it
+    for (let spin = !spun;; spin = true) {
       const n = this.#readNow(p, got);
       if (n > 0) {
         got += n;
@@ -439,7 +441,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       } else if (n < 0) {
         if (got > 0) return got;
         return this.#end();
-      }
+      } else if (!spin || !this.#spin(READ)) await this.#wait(options);
     }
   }
 
