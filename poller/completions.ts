@@ -64,31 +64,36 @@ export const BUSY_SLICE_MICROS = 1000;
 /**
  * The spin budget of one waiter (a CQ's `"adaptive"` waits, a stream): fixed, or learnt.
  *
- * A learnt budget learns only from spins that caught their completion (a "hit" after `d` µs):
- * the budget follows the hit delays with a margin (up at once to a later one, down slowly). A spin that missed
- * says nothing about when the answer came — the wait that follows adds the event loop's own
- * wake-up, and a peer that missed its spin too adds its wake-up: learning from those delays
- * would lock two peers into waking each other up. So a miss only shrinks the budget (an idle
- * or slow peer stops costing spins), and every {@link PROBE_EVERY}th miss in a row spins the
- * whole maximum once: when the answers do come within it, the hits bring the budget back. The
- * budget stays between {@link DEFAULT_SPIN_MICROS} / 4 and its maximum.
+ * A learnt budget follows the spins that caught their completion (a "hit" after `d` µs): up at
+ * once to a later one, down slowly, with a margin, between {@link DEFAULT_SPIN_MICROS} / 4 and
+ * its maximum. A spin that missed only shrinks the budget, so an idle or slow peer stops costing
+ * spins. What a missed wait took cannot be learnt as such: it adds the event loop's own wake-up,
+ * and when the peer missed its spin too, the peer's — two peers asleep wake each other for every
+ * message and would teach each other to keep sleeping. So a miss whose wait ended within reach
+ * of a spin (at most the probe limit, a few times the maximum) counts, and every
+ * {@link PROBE_EVERY}th such miss spins that long once: if the answer comes within it, the hit
+ * brings the budget back and the peers leave the asleep-asleep state. A wait that ended beyond
+ * the probe limit (an idle peer) never makes a probe.
  */
 export class SpinBudget {
   /** The budget of the next spin, in microseconds. */
   micros: number;
   #arrival: number;
-  #misses = 0;
+  #reachable = 0;
   readonly #fixed: boolean;
   readonly #max: number;
   readonly #min: number;
+  readonly #probeMax: number;
 
   /**
    * A learnt budget (`fixed` undefined: starting at {@link DEFAULT_SPIN_MICROS}, at most `max`,
-   * default {@link AUTO_SPIN_MAX_MICROS}) or a fixed one.
+   * default {@link AUTO_SPIN_MAX_MICROS}; probes at most `probeMax`, default 5 × `max`) or a
+   * fixed one.
    */
-  constructor(fixed?: number, max: number = AUTO_SPIN_MAX_MICROS) {
+  constructor(fixed?: number, max: number = AUTO_SPIN_MAX_MICROS, probeMax = 5 * max) {
     this.#fixed = fixed !== undefined;
     this.#max = max;
+    this.#probeMax = Math.max(max, probeMax);
     this.#min = Math.min(max, DEFAULT_SPIN_MICROS / 4);
     this.micros = this.#arrival = fixed ?? DEFAULT_SPIN_MICROS;
   }
@@ -96,24 +101,32 @@ export class SpinBudget {
   /** A spin caught its completion `delay` µs after it started. */
   hit(delay: number): void {
     if (this.#fixed) return;
-    this.#misses = 0;
-    // up at once (the next answer as late as this one is caught), down slowly
+    this.#reachable = 0;
     this.#arrival = delay > this.#arrival ? delay : this.#arrival + (delay - this.#arrival) / 8;
     this.micros = Math.min(this.#max, Math.max(this.#min, this.#arrival * 1.5 + 2));
   }
 
-  /** A spin ran out: shrink, and make every {@link PROBE_EVERY}th miss in a row a full spin. */
+  /** A spin ran out: the budget shrinks. */
   miss(): void {
     if (this.#fixed) return;
     this.#arrival = Math.max(this.#min, this.#arrival * 0.75);
-    this.micros = ++this.#misses % PROBE_EVERY === PROBE_EVERY - 1
-      ? this.#max
-      : Math.max(this.#min, this.#arrival * 1.5 + 2);
+    this.micros = Math.max(this.#min, this.#arrival * 1.5 + 2);
+  }
+
+  /**
+   * The wait that followed a miss ended `delay` µs after that spin started. Within the probe
+   * limit, every {@link PROBE_EVERY}th such wait makes the next spin last that long (a probe).
+   */
+  late(delay: number): void {
+    if (this.#fixed || delay > this.#probeMax) return;
+    if (++this.#reachable % PROBE_EVERY === 0) {
+      this.micros = Math.min(this.#probeMax, Math.max(this.micros, delay * 1.25));
+    }
   }
 }
 
-/** A learnt spin budget spends its whole maximum once per this many misses in a row. */
-export const PROBE_EVERY = 16;
+/** A learnt spin budget probes once per this many missed waits that ended within reach. */
+export const PROBE_EVERY = 4;
 
 /**
  * A spin counts polls, not clock reads: reading the clock costs about as much as a poll on some
@@ -311,7 +324,10 @@ export function awaitCompletions(
         if (fixed === undefined) s.budget.hit(lastSpinMs * 1000);
         return Promise.resolve(n);
       }
-      if (fixed === undefined) s.budget.miss();
+      if (fixed === undefined) {
+        s.budget.miss();
+        return eventWait(cq, s, options, start);
+      }
       return eventWait(cq, s, options);
     }
     if (strategy === "busy") {
@@ -360,11 +376,12 @@ async function busyWait(
   }
 }
 
-/** Arms, drains, waits. */
+/** Arms, drains, waits; `missedAt` >= 0: when the learnt spin that missed started. */
 async function eventWait(
   cq: CompletionSource,
   s: CqState,
   options: CompletionWaitOptions,
+  missedAt = -1,
 ): Promise<number> {
   const poller = options.poller ?? s.poller ?? Poller.default();
   if (poller.closed) throw new ClosedError("Poller");
@@ -386,7 +403,10 @@ async function eventWait(
       s.armedSolicited = solicited;
     }
     const n = cq.poll(max);
-    if (n > 0) return n;
+    if (n > 0) {
+      if (missedAt >= 0) s.budget.late((performance.now() - missedAt) * 1000);
+      return n;
+    }
     // every round of the loop keeps the first round's deadline
     await s.waits.add(options, undefined, "completion wait", since);
     if (s.closed) throw s.closed;

@@ -223,6 +223,8 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #armed = false;
   #pumping = false;
   #writing = false;
+  /** When the last spin that missed started (`performance.now()`), or -1. */
+  #missedAt = -1;
   #cmGone = false;
   #reset: RdmaError | null = null;
   #cause: Error | null = null;
@@ -441,7 +443,10 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       } else if (n < 0) {
         if (got > 0) return got;
         return this.#end();
-      } else if (!spin || !this.#spin(READ)) await this.#wait(options);
+      } else if (!spin || !this.#spin(READ)) {
+        await this.#wait(options);
+        this.#waited();
+      }
     }
   }
 
@@ -701,14 +706,25 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       }
     }
     notePasses(performance.now() - start, passes);
-    if (s === "adaptive") this.#budget.miss();
+    if (s === "adaptive") {
+      this.#budget.miss();
+      this.#missedAt = start;
+    }
     return false;
   }
 
+  /** An operation whose spin missed goes on after its wait: the budget hears how long it took. */
+  #waited(): void {
+    if (this.#missedAt < 0) return;
+    this.#budget.late((performance.now() - this.#missedAt) * 1000);
+    this.#missedAt = -1;
+  }
+
   /** Spins for `want`, then waits for the connection's progress. */
-  #waitFor(want: Want, options: IoOptions | undefined): Promise<void> | void {
+  async #waitFor(want: Want, options: IoOptions | undefined): Promise<void> {
     if (this.#spin(want)) return;
-    return this.#wait(options);
+    await this.#wait(options);
+    this.#waited();
   }
 
   /** Waits until the pump sees progress (or the connection ends). */
