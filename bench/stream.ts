@@ -268,12 +268,15 @@ async function costSide(conn: RdmaConn, client: boolean, what: "lat" | "bw", n: 
   const per = (v: number) => Math.round((v / n) * 1000) / 1000;
   const calls: Record<string, number> = {};
   for (const [k, v] of Object.entries(c.calls)) calls[k] = per(v);
+  const callMicros: Record<string, number> = {};
+  for (const [k, v] of Object.entries(c.callMicros)) callMicros[k] = per(v);
   const cost: SideCost = {
     side: client ? "client" : "server",
     what,
     usPerOp: Math.round(us * 100) / 100,
     perOp: {
       calls,
+      callMicros,
       ffiCalls: per(c.ffiCalls),
       emptyPolls: per(c.emptyPolls),
       wakes: per(c.wakes),
@@ -488,6 +491,10 @@ function printCosts(title: string, sides: SideCost[], reference: Record<string, 
       `FFI ${k}`,
       ...sides.map((c) => String((c.perOp.calls as Record<string, number>)[k] ?? 0)),
     ]);
+  }
+  for (const k of [...names].sort()) {
+    const us = (c: SideCost) => (c.perOp.callMicros as Record<string, number>)[k] ?? 0;
+    rows.push([`µs in ${k}`, ...sides.map((c) => String(us(c)))]);
   }
   for (const k of ["ffiCalls", "emptyPolls", "wakes", "yields", "timers", "waits"]) {
     rows.push([k, ...sides.map((c) => String(c.perOp[k]))]);

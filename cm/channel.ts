@@ -13,11 +13,12 @@ import { CmEventType, PortSpace } from "../types/enums.ts";
 import { nativeError, throwErrno } from "../ffi/errors.ts";
 import { setNonBlocking } from "../ffi/fd.ts";
 import { NativeBlock } from "../ffi/memory.ts";
-import { isInstance, NativeResource } from "../ffi/resource.ts";
+import { CONSTRUCT, isInstance, NativeResource } from "../ffi/resource.ts";
 import type { HoldCounter } from "../poller/wait.ts";
 import { closeWatchesOf, type FdWatch, Poller, PollerHold } from "../poller/poller.ts";
 import { type CmEvent, decodeEvent } from "./event.ts";
-import { adoptId, type CmId, deliverEvent, setChannelAdopt } from "./id.ts";
+import { CmId, deliverEvent } from "./id.ts";
+import { forgetIds, idAt, registerId } from "./_ids.ts";
 import { describe } from "../types/check.ts";
 
 /** Options of a {@link CmEventChannel}. */
@@ -40,7 +41,6 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
   readonly ptr: NativePointer;
   /** The channel's file descriptor (non-blocking). */
   readonly fd: number;
-  readonly #ids = new Map<bigint, CmId>();
   readonly #out: NativeBlock;
   #watch: FdWatch | null = null;
   #hold: PollerHold | null = null;
@@ -107,26 +107,9 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
     return this.#adopt(this.#out.pointerAt(0)!);
   }
 
-  static {
-    // rdma_migrate_id moves an id here: wrap it and route this channel's events for it to it
-    setChannelAdopt((channel, p) => channel.#adopt(p));
-  }
-
+  /** Wraps an id this channel created or received and routes its events to it. */
   #adopt(p: NativePointer): CmId {
-    const id = adoptId(this, p);
-    this.#ids.set(native().address(p), id);
-    return id;
-  }
-
-  #idAt(p: NativePointer): CmId | undefined {
-    const key = native().address(p);
-    const id = this.#ids.get(key);
-    if (id?.closed) {
-      // its pointer was freed; librdmacm may hand out the same address again
-      this.#ids.delete(key);
-      return undefined;
-    }
-    return id;
+    return registerId(this, p, new CmId(this, p, CONSTRUCT));
   }
 
   /**
@@ -150,9 +133,9 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
     } finally {
       n.rdmacm.rdma_ack_cm_event(ev);
     }
-    const listenId = raw.listenPtr === null ? null : this.#idAt(raw.listenPtr) ?? null;
+    const listenId = raw.listenPtr === null ? null : idAt(this, raw.listenPtr) ?? null;
     // a new id: an incoming connection request (or an id created behind our back)
-    const id = this.#idAt(raw.idPtr) ?? this.#adopt(raw.idPtr);
+    const id = idAt(this, raw.idPtr) ?? this.#adopt(raw.idPtr);
     return {
       type: raw.type,
       name: raw.name,
@@ -238,7 +221,7 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
     this.#hold = null;
     closeWatchesOf(this);
     this.#watch = null;
-    this.#ids.clear();
+    forgetIds(this);
     native().rdmacm.rdma_destroy_event_channel(this.ptr);
     this.#out.free();
   }

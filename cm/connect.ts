@@ -6,6 +6,7 @@
  * @module
  */
 
+import { checkConstruct, CONSTRUCT } from "../ffi/resource.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import type { PortSpace } from "../types/enums.ts";
 import { parseIPv4, parseIPv6, type SocketAddress } from "./address.ts";
@@ -45,8 +46,9 @@ export class CmListener implements Disposable {
   /** The listening id. */
   readonly id: CmId;
 
-  /** Wraps a listening id; use {@link cmListen}. */
-  constructor(id: CmId) {
+  /** Not for direct use: {@link cmListen} makes one. */
+  constructor(id: CmId, token: symbol) {
+    checkConstruct(token, "listeners are made by cmListen()");
     if (!id.listening) throw new InvalidArgumentError("CmListener: the id is not listening");
     this.id = id;
   }
@@ -122,7 +124,7 @@ export function cmListen(options: CmListenOptions): CmListener {
     if (options.reuseAddress) id.setReuseAddress(true);
     id.bind({ address: host, port: options.port ?? 0 });
     id.listen(options.backlog ?? 0);
-    return new CmListener(id);
+    return new CmListener(id, CONSTRUCT);
   } catch (e) {
     id.close();
     throw e;

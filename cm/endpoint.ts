@@ -22,7 +22,8 @@ import type { QpCap } from "../verbs/qp-init.ts";
 import type { SocketAddress } from "./address.ts";
 import { type AddrInfo, getAddrInfo } from "./addrinfo.ts";
 import { CmEventChannel } from "./channel.ts";
-import { type CmId, type CmQpInit, ownAfter, ownChannel, setRequestHook } from "./id.ts";
+import { type CmId, ownAfter, ownChannel, setRequestHook } from "./id.ts";
+import type { CmQpInit } from "./id-base.ts";
 
 /** The QP of an endpoint (`ibv_qp_init_attr` of `rdma_create_ep`, without PD and CQs). */
 export interface EndpointQpInit {

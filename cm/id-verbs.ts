@@ -26,7 +26,7 @@ import type { ProtectionDomain } from "../verbs/pd.ts";
 import type { QueuePair } from "../verbs/qp.ts";
 import type { WorkCompletionData } from "../verbs/wc.ts";
 import type { Remote, SendWr, Sge, U64, UdDestination } from "../verbs/wr.ts";
-import type { CmId } from "./id.ts";
+import type { CmIdBase } from "./id-base.ts";
 
 /**
  * The local memory of a message helper: a whole MR, a range of one (an {@link Sge}), or a list
@@ -58,7 +58,7 @@ function sgList(buffer: MsgBuffer, what: string): readonly Sge[] {
 }
 
 /** The id's QP, or the error that says how to get one. */
-function qpOf(id: CmId, op: string): QueuePair {
+function qpOf(id: CmIdBase, op: string): QueuePair {
   id.assertOpen();
   const qp = id.qp;
   if (!qp) {
@@ -70,7 +70,7 @@ function qpOf(id: CmId, op: string): QueuePair {
 }
 
 /** The id's PD, or the error that says how to get one. */
-function pdOf(id: CmId, op: string): ProtectionDomain {
+function pdOf(id: CmIdBase, op: string): ProtectionDomain {
   id.assertOpen();
   const pd = id.pd;
   if (!pd) {
@@ -87,7 +87,7 @@ function pdOf(id: CmId, op: string): ProtectionDomain {
  * + REMOTE_WRITE).
  */
 export function regMemory(
-  id: CmId,
+  id: CmIdBase,
   op: "rdma_reg_msgs" | "rdma_reg_read" | "rdma_reg_write",
   memory: Bytes | number,
 ): MemoryRegion {
@@ -103,7 +103,7 @@ export function regMemory(
 }
 
 /** `rdma_post_recv` / `rdma_post_recvv`: one receive on the id's QP (or its SRQ). */
-export function postRecvMsg(id: CmId, buffer: MsgBuffer, wrId: U64): void {
+export function postRecvMsg(id: CmIdBase, buffer: MsgBuffer, wrId: U64): void {
   const qp = qpOf(id, "rdma_post_recv");
   const wr = { wrId, sg: sgList(buffer, "rdma_post_recv: buffer") };
   if (qp.srq) qp.srq.postRecv(wr);
@@ -130,7 +130,7 @@ function base(o: MsgOptions): { wrId: U64; flags?: number } {
  * destination). A `Uint8Array` message is sent inline (no MR).
  */
 export function postSendMsg(
-  id: CmId,
+  id: CmIdBase,
   kind: "send" | "write" | "read" | "udSend",
   message: MsgBuffer | Uint8Array,
   options: MsgOptions,
@@ -162,7 +162,7 @@ export function postSendMsg(
  * receive CQ and returns a copy of it (its status unchecked, as in C).
  */
 export async function getComp(
-  id: CmId,
+  id: CmIdBase,
   which: "send" | "recv",
   options: WaitOptions,
 ): Promise<WorkCompletionData> {

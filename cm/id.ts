@@ -1,106 +1,59 @@
 /**
  * `struct rdma_cm_id`: one connection manager endpoint — a listener, a connection (RC) or a
  * datagram endpoint (UD) — with promise-shaped operations whose results arrive as events on its
- * {@link CmEventChannel}. Event routing lives in `id-events.ts`, options and multicast in
- * `id-options.ts`.
+ * {@link CmEventChannel}. This file holds the id's state and its connection operations; what
+ * does not depend on the state (addresses, options, the rdma_verbs.h helpers) is the base class
+ * in `id-base.ts`, the waits and queued events are `_id-events.ts`.
  *
  * @module
  */
 
-import { layouts, native } from "../ffi/native.ts";
+import { native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import {
-  AbortedError,
-  ClosedError,
-  InvalidArgumentError,
-  UnsupportedError,
-} from "../types/errors.ts";
-import { Errno } from "../types/errno.ts";
-import { CmEventType, PortSpace, QpState } from "../types/enums.ts";
-import { checkCall, nativeError, strerror } from "../ffi/errors.ts";
+import { AbortedError, ClosedError, InvalidArgumentError } from "../types/errors.ts";
+import { CmEventType, QpState } from "../types/enums.ts";
+import { checkCall, nativeError } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
-import { checkResource, NativeResource } from "../ffi/resource.ts";
+import { checkConstruct, checkResource, CONSTRUCT, type NativeResource } from "../ffi/resource.ts";
 import { checkWaitOptions, type WaitOptions } from "../poller/wait.ts";
-import type { Context } from "../verbs/context.ts";
 import type { ProtectionDomain } from "../verbs/pd.ts";
 import { qpByNumber, type QueuePair, recordQpState } from "../verbs/qp.ts";
-import type { QpInit } from "../verbs/qp-init.ts";
-import { cmContext } from "./context.ts";
-import { createCmQp } from "./qp.ts";
-import {
-  type AddressInput,
-  AF_IB,
-  decodeSockaddr,
-  encodeSockaddr,
-  SOCKADDR_STORAGE_SIZE,
-  type SocketAddress,
-} from "./address.ts";
+import { createCmQp } from "./_qp.ts";
+import { type AddressInput, encodeSockaddr, SOCKADDR_STORAGE_SIZE } from "./address.ts";
 import type { CmEventChannel } from "./channel.ts";
-import {
-  checkPrivateData,
-  type ConnParam,
-  encodeConnParam,
-  type PrivateDataContext,
-} from "./conn_param.ts";
+import { registerId } from "./_ids.ts";
+import { checkPrivateData, type ConnParam, encodeConnParam } from "./conn_param.ts";
 import type { CmEvent } from "./event.ts";
-import { failure, IdEvents } from "./id-events.ts";
-import { joinMulticast, leaveMulticast, setIdOption, unsupportedOn } from "./id-options.ts";
-import { type McJoinFlag, OptionId } from "../types/enums.ts";
-import { initQpAttr } from "./init-qp-attr.ts";
-import { type PathInput, type PathRecord, routePaths, setIbPath } from "./path.ts";
 import {
-  getComp,
-  type MsgBuffer,
-  type MsgOptions,
-  postRecvMsg,
-  postSendMsg,
-  regMemory,
-} from "./id-verbs.ts";
-import type { QpAttr } from "../verbs/qp-attr.ts";
-import type { MemoryRegion } from "../verbs/mr.ts";
-import type { WorkCompletionData } from "../verbs/wc.ts";
-import type { Remote, U64, UdDestination } from "../verbs/wr.ts";
+  CmIdBase,
+  type CmQpInit,
+  type DisconnectOptions,
+  type JoinMulticastOptions,
+  type ResolveOptions,
+} from "./id-base.ts";
+import { releaseRemovedDevices } from "./_context.ts";
+import { failure, IdEvents } from "./_id-events.ts";
+import { joinMulticast, unsupportedOn } from "./_id-options.ts";
+import { type PathInput, setIbPath } from "./path.ts";
 import { asBytes, type Bytes } from "../types/bytes.ts";
 import { checkInteger, describe } from "../types/check.ts";
 
-/** How to create a QP on a CM id: the verbs {@link QpInit}; the type defaults from the port space. */
-export type CmQpInit = Omit<QpInit, "type"> & { readonly type?: QpInit["type"] };
-
-/** Options of {@link CmId.joinMulticast}: the wait's bounds and the kind of membership. */
-export interface JoinMulticastOptions extends WaitOptions {
-  /**
-   * The join flags of `rdma_join_multicast_ex`: `McJoinFlag.FULLMEMBER`, or
-   * `McJoinFlag.SENDONLY_FULLMEMBER` (send to the group without receiving: the QP is not
-   * attached). Without it the join is `rdma_join_multicast` (a full member).
-   */
-  joinFlags?: McJoinFlag;
-}
-
-/** Options of {@link CmId.disconnect}: the wait's bounds (default 10 s) and what happens after. */
-export interface DisconnectOptions extends WaitOptions {
-  /**
-   * Close the id (its QP first) once DISCONNECTED is seen (default true). False leaves both
-   * open, as `rdma_disconnect` alone does: destroy the QP and the id later.
-   */
-  close?: boolean;
-}
-
-/** Options of resolution: the wait's bounds and the kernel's own limit. */
-export interface ResolveOptions extends WaitOptions {
-  /** The kernel's resolution timeout in ms (default 2000). */
-  timeoutMs?: number;
-}
-
-const construct = Symbol("CmId");
-
-let deliverTo: (id: CmId, ev: CmEvent) => void;
-let eventsOf: (id: CmId) => IdEvents<CmId>;
 /** Channels the cm helpers made for an id: each closes when the last id on it closes. */
 const ownedByIds = new WeakSet<CmEventChannel>();
-let setRequestHookOf: (id: CmId, hook: (request: CmId) => CmId) => void;
-let addOwned: (id: CmId, resource: NativeResource | null, pd?: ProtectionDomain) => void;
-/** Wraps an id on a channel and routes the channel's events for it there (set by channel.ts). */
-let adoptOnChannel: ((channel: CmEventChannel, ptr: NativePointer) => CmId) | null = null;
+
+/** What the channel and the cm helpers reach inside an id (module-private). */
+interface IdInternals {
+  /** Delivers an event read from the id's channel. */
+  readonly deliver: (ev: CmEvent) => void;
+  /** Runs `hook` on every request `getRequest` returns. */
+  readonly setRequestHook: (hook: (request: CmId) => CmId) => void;
+  /** Closes `resource` after the id; makes `pd` the id's PD. */
+  readonly ownAfter: (resource: NativeResource | null, pd?: ProtectionDomain) => void;
+  /** The id's events (streams observe the connection's end there). */
+  readonly events: IdEvents<CmId>;
+}
+
+const internals = new WeakMap<CmId, IdInternals>();
 
 /**
  * One rdma_cm id. Create it with {@link CmEventChannel.createId} (or the `listen`/`connect`
@@ -109,13 +62,7 @@ let adoptOnChannel: ((channel: CmEventChannel, ptr: NativePointer) => CmId) | nu
  * Teardown is ordered for the caller: {@link CmId.close} disconnects a connected id, destroys
  * its QP, then the id; {@link CmId.disconnect} also waits until the peer has seen the disconnect.
  */
-export class CmId extends NativeResource implements AsyncDisposable {
-  /** The `struct rdma_cm_id *`. */
-  readonly ptr: NativePointer;
-  /** The event channel the id reports on. */
-  readonly channel: CmEventChannel;
-  /** The port space (`PortSpace.TCP`, `UDP`, `IB`, `IPOIB`). */
-  readonly portSpace: PortSpace;
+export class CmId extends CmIdBase implements AsyncDisposable {
   /** On an incoming connection: the event of its CONNECT_REQUEST (peer private data, parameters). */
   request: CmEvent | null = null;
   #listening = false;
@@ -131,36 +78,24 @@ export class CmId extends NativeResource implements AsyncDisposable {
   /** Objects made for the id (by `createEndpoint`) that close after it, newest first. */
   #owned: NativeResource[] = [];
   #onRequest: ((request: CmId) => CmId) | null = null;
-  readonly #bytes: Uint8Array;
-  readonly #view: DataView;
   readonly #events: IdEvents<CmId>;
-
-  static {
-    deliverTo = (id, ev) => id.#deliver(ev);
-    eventsOf = (id) => id.#events;
-    setRequestHookOf = (id, hook) => {
-      id.#onRequest = hook;
-    };
-    addOwned = (id, resource, pd) => {
-      if (resource) id.#owned.push(resource);
-      if (pd) id.#pd = pd;
-    };
-  }
 
   /** Not for direct use: ids come from {@link CmEventChannel.createId} and connection requests. */
   constructor(channel: CmEventChannel, ptr: NativePointer, token: symbol) {
-    if (token !== construct) {
-      throw new InvalidArgumentError("CM ids are made by CmEventChannel.createId()");
-    }
-    super("CmId", [channel]);
-    const L = layouts().rdma_cm_id;
-    this.channel = channel;
-    this.ptr = ptr;
-    const buf = native().arrayBuffer(ptr, L.size);
-    this.#bytes = new Uint8Array(buf);
-    this.#view = new DataView(buf);
-    this.portSpace = this.#view.getUint32(L.fields.ps.offset, true) as PortSpace;
+    checkConstruct(token, "CM ids are made by CmEventChannel.createId()");
+    super(channel, ptr);
     this.#events = new IdEvents(channel);
+    internals.set(this, {
+      deliver: (ev) => this.#deliver(ev),
+      setRequestHook: (hook) => {
+        this.#onRequest = hook;
+      },
+      ownAfter: (resource, pd) => {
+        if (resource) this.#owned.push(resource);
+        if (pd) this.#pd = pd;
+      },
+      events: this.#events,
+    });
   }
 
   /** True after {@link CmId.listen}. */
@@ -171,28 +106,6 @@ export class CmId extends NativeResource implements AsyncDisposable {
   /** True between ESTABLISHED and DISCONNECTED. */
   get connected(): boolean {
     return this.#connected;
-  }
-
-  /** True for the UD port spaces (UDP, IPoIB). */
-  get isUd(): boolean {
-    return this.portSpace === PortSpace.UDP || this.portSpace === PortSpace.IPOIB;
-  }
-
-  /** Throws {@link ClosedError} when the id or its channel is closed. */
-  override assertOpen(): void {
-    if (this.closed || this.channel.closed) throw new ClosedError("CmId");
-  }
-
-  /** The `struct ibv_context *` the id is bound to (NULL before bind/resolve). */
-  get verbsPtr(): NativePointer | null {
-    this.assertOpen();
-    return native().readPointer(this.ptr, layouts().rdma_cm_id.fields.verbs.offset);
-  }
-
-  /** The RDMA port number the id is bound to (0 before bind/resolve). */
-  get portNum(): number {
-    this.assertOpen();
-    return this.#view.getUint8(layouts().rdma_cm_id.fields.port_num.offset);
   }
 
   /** The QP created on the id with {@link CmId.createQp}, or null. */
@@ -206,18 +119,6 @@ export class CmId extends NativeResource implements AsyncDisposable {
    */
   get pd(): ProtectionDomain | null {
     return this.#pd && !this.#pd.closed ? this.#pd : null;
-  }
-
-  /**
-   * The verbs {@link Context} of the device the id is bound to (librdmacm's own context):
-   * allocate the PD, CQs and MRs of the id's QP from it. Throws before the address is resolved.
-   */
-  get context(): Context {
-    const verbs = this.verbsPtr;
-    if (verbs === null) {
-      throw new InvalidArgumentError("the id is not bound to a device yet (resolve or bind first)");
-    }
-    return cmContext(verbs);
   }
 
   /**
@@ -244,74 +145,6 @@ export class CmId extends NativeResource implements AsyncDisposable {
     const qp = this.qp ??
       (this.#plainQpNum === null ? null : qpByNumber(this.context, this.#plainQpNum));
     if (qp) recordQpState(qp, state);
-  }
-
-  /** librdmacm dereferences the id's device on some paths: refuse them before it is bound. */
-  #requireDevice(op: string, hint: string): void {
-    if (this.verbsPtr === null) {
-      throw new InvalidArgumentError(`${op}: the id is not bound to a device yet (${hint})`);
-    }
-  }
-
-  #checkUdSupported(op: string): void {
-    if (this.isUd && this.transport === "iwarp") {
-      throw new UnsupportedError(
-        op,
-        Errno.EOPNOTSUPP,
-        strerror(Errno.EOPNOTSUPP),
-        "iWARP has no UD (datagram) service",
-      );
-    }
-  }
-
-  /** The local address (`route.addr.src_addr`), or null before bind/resolve. */
-  get localAddress(): SocketAddress | null {
-    this.assertOpen();
-    return decodeSockaddr(
-      this.#bytes,
-      layouts().rdma_cm_id.fields["route.addr.src_storage"].offset,
-    );
-  }
-
-  /** The peer address (`route.addr.dst_addr`), or null when not resolved/connected. */
-  get peerAddress(): SocketAddress | null {
-    this.assertOpen();
-    return decodeSockaddr(
-      this.#bytes,
-      layouts().rdma_cm_id.fields["route.addr.dst_storage"].offset,
-    );
-  }
-
-  /** The local port (`rdma_get_src_port`, host order). */
-  get localPort(): number {
-    this.assertOpen();
-    return ntohs(native().rdmacm.rdma_get_src_port(this.ptr));
-  }
-
-  /** The peer port (`rdma_get_dst_port`, host order). */
-  get peerPort(): number {
-    this.assertOpen();
-    return ntohs(native().rdmacm.rdma_get_dst_port(this.ptr));
-  }
-
-  /** The transport of the device the id is bound to: `"ib"` (IB, RoCE), `"iwarp"`, or null before binding. */
-  get transport(): "ib" | "iwarp" | null {
-    const verbs = this.verbsPtr;
-    if (verbs === null) return null;
-    const n = native();
-    const L = layouts();
-    const dev = n.readPointer(verbs, L.ibv_context.fields.device.offset);
-    if (dev === null) return null;
-    const off = L.ibv_device.fields.transport_type.offset;
-    const t = new DataView(n.arrayBuffer(dev, off + 4)).getInt32(off, true);
-    return t === 1 ? "iwarp" : "ib";
-  }
-
-  /** What decides this id's private-data limits. */
-  privateDataContext(): PrivateDataContext {
-    const off = layouts().rdma_cm_id.fields["route.addr.src_addr.sa_family"].offset;
-    const fam = this.#view.getUint16(off, true);
-    return { transport: this.transport ?? "ib", ud: this.isUd, afIb: fam === AF_IB };
   }
 
   /** Binds the id to a local address and port (`rdma_bind_addr`); port 0 picks one. */
@@ -366,7 +199,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
     options ??= {};
     return this.#start("resolveRoute", [CmEventType.ROUTE_RESOLVED], options, () => {
       const timeoutMs = kernelTimeout(options.timeoutMs);
-      this.#requireDevice("resolveRoute", "await resolveAddress first");
+      this.requireDevice("resolveRoute", "await resolveAddress first");
       checkCall("rdma_resolve_route", native().rdmacm.rdma_resolve_route(this.ptr, timeoutMs));
     });
   }
@@ -432,8 +265,8 @@ export class CmId extends NativeResource implements AsyncDisposable {
       ? [CmEventType.ESTABLISHED]
       : [CmEventType.ESTABLISHED, CmEventType.CONNECT_RESPONSE];
     return this.#start("connect", types, options, () => {
-      this.#requireDevice("connect", "resolve the address and route first");
-      this.#checkUdSupported("rdma_connect");
+      this.requireDevice("connect", "resolve the address and route first");
+      this.checkUdSupported("rdma_connect");
       const cp = encodeConnParam("connect", param, this.privateDataContext());
       if (!this.qp && param.qpNum !== undefined) this.#plainQpNum = param.qpNum;
       try {
@@ -472,8 +305,8 @@ export class CmId extends NativeResource implements AsyncDisposable {
 
   #accept(param: ConnParam): void {
     this.assertOpen();
-    this.#requireDevice("accept", "accept an id from getRequest()");
-    this.#checkUdSupported("rdma_accept");
+    this.requireDevice("accept", "accept an id from getRequest()");
+    this.checkUdSupported("rdma_accept");
     const cp = encodeConnParam("accept", param, this.privateDataContext());
     if (!this.qp && param.qpNum !== undefined) this.#plainQpNum = param.qpNum;
     try {
@@ -517,21 +350,6 @@ export class CmId extends NativeResource implements AsyncDisposable {
   }
 
   /**
-   * The attributes of the next QP state of this connection (`rdma_init_qp_attr`: INIT once the
-   * address is resolved or a request arrived, RTR and RTS once the peer answered), as the verbs
-   * layer's typed attributes: a QP made with plain verbs follows the connection with
-   * `qp.modify(id.initQpAttr(QpState.RTR))`.
-   */
-  initQpAttr(state: QpState): QpAttr {
-    return initQpAttr(this, state);
-  }
-
-  /** The IB path records of the resolved route (`route.path_rec`); empty on iWARP or before. */
-  get routePaths(): PathRecord[] {
-    return routePaths(this);
-  }
-
-  /**
    * Sets the route of an id whose address is resolved from IB path records (the
    * `RDMA_OPTION_IB_PATH` option) instead of resolving it; resolves on ROUTE_RESOLVED. On RoCE
    * a record from another id's `routePaths` to the same peer works. iWARP has no path records:
@@ -539,7 +357,7 @@ export class CmId extends NativeResource implements AsyncDisposable {
    */
   setIbPath(paths: readonly PathInput[], options: WaitOptions = {}): Promise<CmEvent> {
     return this.#start("setIbPath", [CmEventType.ROUTE_RESOLVED], options, () => {
-      this.#requireDevice("setIbPath", "await resolveAddress first");
+      this.requireDevice("setIbPath", "await resolveAddress first");
       if (this.transport === "iwarp") {
         throw unsupportedOn(this, "rdma_set_option(RDMA_OPTION_IB_PATH)", "iWARP has no IB paths");
       }
@@ -563,11 +381,8 @@ export class CmId extends NativeResource implements AsyncDisposable {
         "migrate: an operation waits on the id (migrate before or after it)",
       );
     }
-    if (!adoptOnChannel) {
-      throw new InvalidArgumentError("migrate: the channel module is not loaded");
-    }
     checkCall("rdma_migrate_id", native().rdmacm.rdma_migrate_id(this.ptr, channel.ptr));
-    const to = adoptOnChannel(channel, this.ptr);
+    const to = registerId(channel, this.ptr, new CmId(channel, this.ptr, CONSTRUCT));
     to.#listening = this.#listening;
     to.#connected = this.#connected;
     to.#disconnectSeen = this.#disconnectSeen;
@@ -585,84 +400,6 @@ export class CmId extends NativeResource implements AsyncDisposable {
     return to;
   }
 
-  /** `rdma_reg_msgs`: registers `memory` (bytes in place, or a length to allocate) for sends and receives in the id's PD. */
-  regMsgs(memory: Bytes | number): MemoryRegion {
-    return regMemory(this, "rdma_reg_msgs", memory);
-  }
-
-  /** `rdma_reg_read`: registers `memory` in the id's PD for local use and remote RDMA reads. */
-  regRead(memory: Bytes | number): MemoryRegion {
-    return regMemory(this, "rdma_reg_read", memory);
-  }
-
-  /** `rdma_reg_write`: registers `memory` in the id's PD for local use and remote RDMA writes. */
-  regWrite(memory: Bytes | number): MemoryRegion {
-    return regMemory(this, "rdma_reg_write", memory);
-  }
-
-  /** `rdma_post_recv(v)`: posts one receive into `buffer` on the id's QP (or its SRQ); `wrId` is C's `context`. */
-  postRecv(buffer: MsgBuffer, wrId: U64 = 0): void {
-    postRecvMsg(this, buffer, wrId);
-  }
-
-  /** `rdma_post_send(v)`: posts one SEND of `message` (registered memory, or bytes sent inline). */
-  postSend(message: MsgBuffer | Uint8Array, options: MsgOptions = {}): void {
-    postSendMsg(this, "send", message, options);
-  }
-
-  /** `rdma_post_read(v)`: posts an RDMA READ of `remote` into `buffer`. */
-  postRead(buffer: MsgBuffer, remote: Remote, options: MsgOptions = {}): void {
-    postSendMsg(this, "read", buffer, options, remote);
-  }
-
-  /** `rdma_post_write(v)`: posts an RDMA WRITE of `message` (registered, or inline bytes) to `remote`. */
-  postWrite(message: MsgBuffer | Uint8Array, remote: Remote, options: MsgOptions = {}): void {
-    postSendMsg(this, "write", message, options, remote);
-  }
-
-  /** `rdma_post_ud_send`: posts one SEND of `message` to a UD destination (AH, QPN, Q_Key). */
-  postUdSend(message: MsgBuffer | Uint8Array, to: UdDestination, options: MsgOptions = {}): void {
-    postSendMsg(this, "udSend", message, options, to);
-  }
-
-  /** `rdma_get_send_comp`: the next completion of the QP's send CQ (a copy; status unchecked). */
-  getSendComp(options: WaitOptions = {}): Promise<WorkCompletionData> {
-    return getComp(this, "send", options);
-  }
-
-  /** `rdma_get_recv_comp`: the next completion of the QP's receive CQ (a copy; status unchecked). */
-  getRecvComp(options: WaitOptions = {}): Promise<WorkCompletionData> {
-    return getComp(this, "recv", options);
-  }
-
-  /** Tells the CM about a QP async event (`rdma_notify`), e.g. `EventType.COMM_EST`. */
-  notify(event: number): void {
-    this.assertOpen();
-    checkInteger("event", event, 0, 0x7fffffff);
-    checkCall("rdma_notify", native().rdmacm.rdma_notify(this.ptr, event));
-  }
-
-  /** Sets the type of service (`RDMA_OPTION_ID_TOS`, 0..255) for later connections. */
-  setTos(tos: number): void {
-    setIdOption(this, OptionId.TOS, tos, 1, "TOS");
-  }
-
-  /** Allows binding to a port in use (`RDMA_OPTION_ID_REUSEADDR`). */
-  setReuseAddress(on: boolean): void {
-    setIdOption(this, OptionId.REUSEADDR, on ? 1 : 0, 4, "REUSEADDR");
-  }
-
-  /** Restricts an IPv6 listener to IPv6 (`RDMA_OPTION_ID_AFONLY`). */
-  setAfOnly(on: boolean): void {
-    setIdOption(this, OptionId.AFONLY, on ? 1 : 0, 4, "AFONLY");
-  }
-
-  /** Sets the QP's local ACK timeout exponent (`RDMA_OPTION_ID_ACK_TIMEOUT`, 0..31). */
-  setAckTimeout(exponent: number): void {
-    checkInteger("ACK timeout exponent", exponent, 0, 31);
-    setIdOption(this, OptionId.ACK_TIMEOUT, exponent, 1, "ACK_TIMEOUT");
-  }
-
   /**
    * Joins a multicast group (`rdma_join_multicast`, or `rdma_join_multicast_ex` with
    * `options.joinFlags`) on a UD id whose address is bound or resolved; resolves on
@@ -676,11 +413,6 @@ export class CmId extends NativeResource implements AsyncDisposable {
       options,
       () => joinMulticast(this, group, options.joinFlags),
     );
-  }
-
-  /** Leaves a multicast group (`rdma_leave_multicast`). */
-  leaveMulticast(group: AddressInput): void {
-    leaveMulticast(this, group);
   }
 
   /** Resolves when the connection has been disconnected (by either side); at once if it was. */
@@ -819,11 +551,6 @@ export class CmId extends NativeResource implements AsyncDisposable {
   }
 }
 
-/** Wraps an id the channel created or received (module-private to the cm layer). */
-export function adoptId(channel: CmEventChannel, ptr: NativePointer): CmId {
-  return new CmId(channel, ptr, construct);
-}
-
 /**
  * The id's channel closes when the last id on it closes (module-private: the helpers make a
  * channel per connection or listener; a listener's accepted connections share it).
@@ -833,23 +560,11 @@ export function ownChannel(id: CmId): void {
 }
 
 /**
- * librdmacm keeps a context open on every device it has used, a removed one too, until it next
- * syncs its device list; the kernel finishes a removal only once every context of the device is
- * closed. Syncing (`rdma_get_devices`) once an id that saw DEVICE_REMOVAL is destroyed lets
- * librdmacm close the removed device's context when no id uses it any more.
- */
-function releaseRemovedDevices(): void {
-  const cm = native().rdmacm;
-  const list = cm.rdma_get_devices(null);
-  if (list !== null) cm.rdma_free_devices(list);
-}
-
-/**
  * Runs `hook` on every request `getRequest` returns from this listening id and returns what it
  * returns (module-private: `createEndpoint` creates each request's QP, like `rdma_get_request`).
  */
 export function setRequestHook(id: CmId, hook: (request: CmId) => CmId): void {
-  setRequestHookOf(id, hook);
+  internals.get(id)!.setRequestHook(hook);
 }
 
 /**
@@ -861,12 +576,7 @@ export function ownAfter(
   resource: NativeResource | null,
   pd?: ProtectionDomain,
 ): void {
-  addOwned(id, resource, pd);
-}
-
-/** Lets `rdma_migrate_id` register an id on its new channel (called once by channel.ts). */
-export function setChannelAdopt(fn: (channel: CmEventChannel, ptr: NativePointer) => CmId): void {
-  adoptOnChannel = fn;
+  internals.get(id)!.ownAfter(resource, pd);
 }
 
 /**
@@ -874,20 +584,16 @@ export function setChannelAdopt(fn: (channel: CmEventChannel, ptr: NativePointer
  * event channel; returns the remover (module-private to the library: streams use it).
  */
 export function observeConnectionEnd(id: CmId, observer: (ev: CmEvent) => void): () => void {
-  return eventsOf(id).observeEnd(observer);
+  return internals.get(id)!.events.observeEnd(observer);
 }
 
 /** Delivers an event read from the channel to its id (module-private to the cm layer). */
 export function deliverEvent(id: CmId, ev: CmEvent): void {
-  deliverTo(id, ev);
+  internals.get(id)!.deliver(ev);
 }
 
 function kernelTimeout(ms: number | undefined): number {
   if (ms === undefined) return 2000;
   checkInteger("timeoutMs", ms, 1, 0x7fffffff);
   return ms;
-}
-
-function ntohs(v: number): number {
-  return ((v & 0xff) << 8) | ((v >> 8) & 0xff);
 }

@@ -38,13 +38,14 @@ export {
   type CmListenOptions,
 } from "./connect.ts";
 export { type CmEvent, cmEventName, type ConnEventParam, type UdEventParam } from "./event.ts";
+export { CmId } from "./id.ts";
 export {
-  CmId,
+  CmIdBase,
   type CmQpInit,
   type DisconnectOptions,
   type JoinMulticastOptions,
   type ResolveOptions,
-} from "./id.ts";
+} from "./id-base.ts";
 export { createEndpoint, type EndpointOptions, type EndpointQpInit } from "./endpoint.ts";
 export type { MsgBuffer, MsgOptions } from "./id-verbs.ts";
 export type { PathInput, PathRecord } from "./path.ts";

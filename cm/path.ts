@@ -16,7 +16,7 @@ import { InvalidArgumentError } from "../types/errors.ts";
 import { checkInteger, checkObject, describe } from "../types/check.ts";
 import { type GidLike, parseGid } from "../verbs/gid.ts";
 import type { U64 } from "../verbs/wr.ts";
-import type { CmId } from "./id.ts";
+import type { CmIdBase } from "./id-base.ts";
 
 /** An InfiniBand path record (the fields of `struct ibv_sa_path_rec`, in host order). */
 export interface PathRecord {
@@ -74,7 +74,7 @@ export interface PathInput extends Partial<Omit<PathRecord, "dgid" | "sgid">> {
 }
 
 /** The paths the connection manager resolved for `id` (`route.path_rec`, `route.num_paths`). */
-export function routePaths(id: CmId): PathRecord[] {
+export function routePaths(id: CmIdBase): PathRecord[] {
   id.assertOpen();
   const n = native();
   const L = layouts();
@@ -189,7 +189,7 @@ function encodePaths(paths: readonly PathInput[]): NativeBlock {
  * (`rdma_set_option(RDMA_OPTION_IB, RDMA_OPTION_IB_PATH)`); the kernel answers with
  * ROUTE_RESOLVED (module-private: `id.setIbPath()` waits for it).
  */
-export function setIbPath(id: CmId, paths: readonly PathInput[]): void {
+export function setIbPath(id: CmIdBase, paths: readonly PathInput[]): void {
   const block = encodePaths(paths);
   try {
     checkCall(

@@ -28,7 +28,6 @@ import {
   type StreamOptions,
 } from "../mod.ts";
 import {
-  err,
   intOption,
   out,
   runTool,
@@ -56,7 +55,12 @@ const SPEC: ToolSpec = {
     count: { short: "C", type: "string", arg: "transfer_count", help: "transfers per iteration" },
     size: { short: "S", type: "string", arg: "transfer_size|all", help: "transfer size, or all" },
     port: { short: "p", type: "string", arg: "port_number", help: "port (default 7471)" },
-    keepalive: { short: "k", type: "string", arg: "keepalive_time", help: "(not supported)" },
+    keepalive: {
+      short: "k",
+      type: "string",
+      arg: "keepalive_time",
+      help: "keepalive: probe after this many idle seconds",
+    },
     test: {
       short: "T",
       type: "string",
@@ -69,7 +73,7 @@ const SPEC: ToolSpec = {
   permissions: "--allow-ffi --allow-env",
   notes: [
     "",
-    "Not supported: -T s (plain sockets), -T f (fork), -f gid, -k (keepalive).",
+    "Not supported: -T s (plain sockets), -T f (fork), -f gid.",
     "Like the C tool, the default is nonblocking: each wait spins on the CQ for up to 1 ms",
     "before it sleeps; -T b (blocking) and -T a (async) wait through the poller's default",
     "strategy (spin briefly, then sleep until the completion channel fires).",
@@ -184,6 +188,8 @@ interface Config {
   iterations: number;
   count: number;
   size: number;
+  /** Keepalive idle time in seconds (0: off), rstream's `-k`. */
+  keepalive: number;
 }
 
 function config(values: Values): Config {
@@ -200,6 +206,7 @@ function config(values: Values): Config {
     iterations: 1,
     count: 1000,
     size: 1000,
+    keepalive: 0,
   };
   if (values.iterations !== undefined) {
     c.custom = true;
@@ -221,7 +228,7 @@ function config(values: Values): Config {
   if (fmt !== undefined && fmt.toLowerCase().startsWith("gid")) {
     throw new UsageError("-f gid (AF_IB addresses) is not supported");
   }
-  if (values.keepalive !== undefined) err("rstream: keepalive (-k) is not supported; ignored");
+  c.keepalive = intOption(values, "keepalive", 0, 0, 0x7fffffff);
   const tests = values.test === undefined ? [] : ([] as unknown[]).concat(values.test);
   for (const t of tests.map(String)) {
     const o = t.toLowerCase();
@@ -300,6 +307,8 @@ class Rstream {
     } else {
       this.conn = await this.listener!.accept(this.options(opt));
     }
+    // rstream sets SO_KEEPALIVE and TCP_KEEPIDLE on every connection it makes
+    if (this.c.keepalive > 0) this.conn.setKeepAlive(true, this.c.keepalive * 1000);
   }
 
   async close(): Promise<void> {

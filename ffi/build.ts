@@ -161,8 +161,9 @@ function countedPrepareCall(prepare: Native["prepareCall"]): Native["prepareCall
     const polls = name === "poll_cq";
     const call = p.call;
     p.call = () => {
-      countCall(name);
+      const t = performance.now();
       const r = call();
+      countCall(name, performance.now() - t);
       if (polls && r === 0) costs.emptyPolls++;
       return r;
     };

@@ -36,6 +36,11 @@ function countingRequested(): boolean {
 export interface CostCounts {
   /** FFI calls by C symbol (function pointers by their `ops` name, e.g. `poll_cq`). */
   readonly calls: Readonly<Record<string, number>>;
+  /**
+   * Time spent inside those calls by symbol, in microseconds (measured around each call: it
+   * depends on the machine, unlike the counts, and includes the clock's own cost).
+   */
+  readonly callMicros: Readonly<Record<string, number>>;
   /** All FFI calls. */
   readonly ffiCalls: number;
   /** CQ polls that returned no completion. */
@@ -53,16 +58,26 @@ export interface CostCounts {
 /** The live counters (module-private to the library: the counting sites increment them). */
 export const costs: {
   calls: Map<string, number>;
+  micros: Map<string, number>;
   emptyPolls: number;
   wakes: number;
   yields: number;
   timers: number;
   waits: number;
-} = { calls: new Map(), emptyPolls: 0, wakes: 0, yields: 0, timers: 0, waits: 0 };
+} = {
+  calls: new Map(),
+  micros: new Map(),
+  emptyPolls: 0,
+  wakes: 0,
+  yields: 0,
+  timers: 0,
+  waits: 0,
+};
 
-/** Counts one FFI call of `name`. */
-export function countCall(name: string): void {
+/** Counts one FFI call of `name` that took `ms` milliseconds. */
+export function countCall(name: string, ms: number): void {
   costs.calls.set(name, (costs.calls.get(name) ?? 0) + 1);
+  costs.micros.set(name, (costs.micros.get(name) ?? 0) + ms * 1000);
 }
 
 /**
@@ -71,18 +86,21 @@ export function countCall(name: string): void {
  */
 export function costCounts(): CostCounts {
   const calls: Record<string, number> = {};
+  const callMicros: Record<string, number> = {};
   let ffiCalls = 0;
   for (const [k, v] of [...costs.calls].sort((a, b) => a[0] < b[0] ? -1 : 1)) {
     calls[k] = v;
+    callMicros[k] = Math.round(costs.micros.get(k) ?? 0);
     ffiCalls += v;
   }
   const { emptyPolls, wakes, yields, timers, waits } = costs;
-  return { calls, ffiCalls, emptyPolls, wakes, yields, timers, waits };
+  return { calls, callMicros, ffiCalls, emptyPolls, wakes, yields, timers, waits };
 }
 
 /** Sets every cost counter to zero. */
 export function resetCostCounts(): void {
   costs.calls.clear();
+  costs.micros.clear();
   costs.emptyPolls =
     costs.wakes =
     costs.yields =
@@ -91,16 +109,30 @@ export function resetCostCounts(): void {
       0;
 }
 
-/** Wraps every function of a bound library so that each call is counted under its name. */
+/**
+ * Wraps every function of a bound library so that each call is counted under its name; each
+ * function is taken from `lib` on its first use (a loader may bind symbols lazily).
+ */
 export function countedLibrary<L extends object>(lib: L): L {
-  const out: Record<string, unknown> = {};
-  for (const [name, f] of Object.entries(lib)) {
-    out[name] = typeof f === "function"
-      ? (...args: unknown[]) => {
-        countCall(name);
-        return (f as (...a: unknown[]) => unknown)(...args);
-      }
-      : f;
+  const out = {} as Record<string, unknown>;
+  for (const name of Object.keys(lib)) {
+    Object.defineProperty(out, name, {
+      configurable: true,
+      enumerable: true,
+      get() {
+        const f = (lib as Record<string, unknown>)[name];
+        const v = typeof f === "function"
+          ? (...args: unknown[]) => {
+            const t = performance.now();
+            const r = (f as (...a: unknown[]) => unknown)(...args);
+            countCall(name, performance.now() - t);
+            return r;
+          }
+          : f;
+        Object.defineProperty(out, name, { value: v, enumerable: true });
+        return v;
+      },
+    });
   }
   return out as L;
 }

@@ -11,8 +11,21 @@ import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 
 /** A class, by its prototype (private constructors included). */
 type AnyClass<T> = { readonly prototype: T; readonly name: string };
-let constructorOf: (value: object) => AnyClass<unknown> | undefined;
-let kindOf: (value: object) => string | undefined;
+
+/** The class and kind each object was constructed as: set once, by the constructor. */
+const brands = new WeakMap<object, { readonly class: AnyClass<unknown>; readonly kind: string }>();
+
+/**
+ * The token library code passes as the last argument to the constructor of an object that only
+ * the library makes (a QP from `pd.createQp()`, a CM id from `channel.createId()`, ...). It is
+ * module-private: `mod.ts` does not export it, and a constructor called without it throws.
+ */
+export const CONSTRUCT: unique symbol = Symbol("@rdma/verbs construct");
+
+/** Throws {@link InvalidArgumentError} with `message` (who makes the object) unless `token` is {@link CONSTRUCT}. */
+export function checkConstruct(token: unknown, message: string): void {
+  if (token !== CONSTRUCT) throw new InvalidArgumentError(message);
+}
 
 const leakedKinds = new Set<string>();
 const leaks = new FinalizationRegistry<string>((kind) => {
@@ -35,13 +48,6 @@ export abstract class NativeResource implements Disposable {
   #closing = false;
   readonly #dependents = new Set<NativeResource>();
   readonly #owners: NativeResource[] = [];
-  readonly #class: AnyClass<unknown>;
-  readonly #kind: string;
-
-  static {
-    constructorOf = (v) => (#class in v ? (v as NativeResource).#class : undefined);
-    kindOf = (v) => (#kind in v ? (v as NativeResource).#kind : undefined);
-  }
 
   /**
    * Registers the object with the objects it depends on: each must be open, and each closes
@@ -49,8 +55,7 @@ export abstract class NativeResource implements Disposable {
    */
   protected constructor(kind: string, owners: readonly (NativeResource | null | undefined)[]) {
     this.kind = kind;
-    this.#kind = kind;
-    this.#class = new.target as unknown as AnyClass<unknown>;
+    brands.set(this, { class: new.target as unknown as AnyClass<unknown>, kind });
     for (const o of owners) {
       if (!o) continue;
       o.assertOpen();
@@ -153,7 +158,8 @@ export abstract class NativeResource implements Disposable {
 /**
  * True when `value` was constructed as `Class` (or a subclass of it), or — given a kind name such
  * as `"ProtectionDomain"` — as an object of that kind (subclasses keep their base's kind). The
- * check reads private state that only the constructor sets, so a look-alike object never passes.
+ * check reads module-private state that only the constructor sets, so a look-alike object never
+ * passes.
  * Kind names let a module check an argument without importing its class (which keeps the
  * modules free of import cycles).
  */
@@ -162,10 +168,11 @@ export function isInstance<T extends NativeResource>(
   Class: AnyClass<T> | string,
 ): value is T {
   if (typeof value !== "object" || value === null) return false;
-  if (typeof Class === "string") return kindOf(value) === Class;
-  const c = constructorOf(value);
-  return c !== undefined &&
-    (c === Class || Object.prototype.isPrototypeOf.call(Class.prototype, c.prototype as object));
+  const brand = brands.get(value);
+  if (brand === undefined) return false;
+  if (typeof Class === "string") return brand.kind === Class;
+  const c = brand.class;
+  return c === Class || Object.prototype.isPrototypeOf.call(Class.prototype, c.prototype as object);
 }
 
 /**

@@ -16,16 +16,9 @@
  * The adopted socket (or the Worker) is ref'd only while the poller wants events, so an idle
  * process exits by itself; the ring never keeps it alive.
  *
- * Measured with `bench/waiters.ts` on the host (2026-11-23, Bun 1.4.5, 2-vCPU AMD EPYC VM,
- * Linux 6.18; 2,000 wakes × 7 interleaved rounds, medians, ratio to a C thread in `epoll_wait`
- * in the same round), quiet host: `bun-socket` 30.8 µs (3.30×), `bun-uring` 32.2 µs (3.57×),
- * `bun-worker` 61.5 µs (6.68×), Worker + `Atomics.waitAsync` 6.75×, Worker writing a socket Bun
- * watches 6.68×, a `cc()`-built pthread calling a `threadsafe` JSCallback 5.85× (and it needs a
- * compiler at run time); Bun's own floor — a C thread writing a socket Bun watches, no epoll and
- * no poller — 23.5 µs (2.52×). Loaded host (other VMs busy): 2.97×, 2.93×, 5.62×, floor 2.14×.
- * `bun-socket` woke 1–3 µs sooner than `bun-uring` in four runs of five and needs nothing but
- * Bun; `bun-uring` costs ~2.5 µs less per wait (`bench/wakeup-cost.ts`, self-signalled wait
- * 8.9 vs 11.3 µs: no adoption per wake). See `poller/README.md`.
+ * Which waiter wakes fastest depends on the host and its load: `poller/README.md` compares every
+ * waiter tried, and `bench/waiters.ts` measures them (figures in `bench/results/`). `bun-socket`
+ * is the default because it needs nothing but Bun.
  *
  * @module
  */

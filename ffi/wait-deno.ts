@@ -8,20 +8,11 @@
  *   whose other end `node:net` watches (`wait-uring.ts`; Deno's `node:net` adopts socket fds but
  *   refuses an epoll fd or an eventfd). Falls back to `deno-nonblocking` if the link fails.
  *
- * Measured with `bench/waiters.ts` on the host (2026-11-23, Deno 2.9.6, 2-vCPU AMD EPYC VM,
- * Linux 6.18; 2,000 wakes × 7 interleaved rounds, medians, ratio to a C thread in `epoll_wait`
- * in the same round). Loaded host (other VMs busy): `deno-nonblocking` 35.1 µs (3.38×, p99
- * 297 µs), `deno-uring` 49.9 µs (5.04×, p99 224 µs), Worker + postMessage 7.88×, Worker +
- * `Atomics.waitAsync` 5.70×, Worker writing a socket `node:net` watches 6.07×, a native thread
- * calling `UnsafeCallback.threadSafe` 3.21× vs 3.61× in its own run (needs a compiler at run
- * time; it crashed Deno once); Deno's own floor — a C thread writing a socket that `node:net` or
- * `Deno.UnixConn` reads, no epoll and no poller — 3.56× and 3.40×. Quiet host:
- * `deno-nonblocking` 63.7 µs (7.78×, p99 362 µs), `deno-uring` 49.3 µs (5.73×, p99 162 µs),
- * floors 3.95× and 4.15×. The nonblocking call wakes two threads, which costs most when the
- * CPUs are idle; the io_uring path wakes one and is steadier, but loads `node:net` with the
- * first poller (15–25 ms) and needs io_uring. Neither wins everywhere; the nonblocking call
- * stays the default (no dependency, no start-up cost). Deno Workers cannot be unref'd. See
- * `poller/README.md`.
+ * The nonblocking call wakes two threads; the io_uring path wakes one, but loads `node:net` with
+ * the first poller and needs io_uring. Neither wins on every host, so the nonblocking call stays
+ * the default (no dependency, no start-up cost). Deno Workers cannot be unref'd, so none is used.
+ * `poller/README.md` compares every waiter tried, and `bench/waiters.ts` measures them (figures
+ * in `bench/results/`).
  *
  * @module
  */

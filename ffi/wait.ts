@@ -25,10 +25,6 @@ import { InvalidArgumentError } from "../types/errors.ts";
 
 /** `EPOLLIN` (readable). */
 export const EPOLLIN = 0x001;
-/** `EPOLLERR`. */
-export const EPOLLERR = 0x008;
-/** `EPOLLHUP`. */
-export const EPOLLHUP = 0x010;
 /** `EPOLLET` (edge-triggered). */
 export const EPOLLET = 0x80000000;
 /** `EPOLL_CTL_ADD`. */

@@ -11,8 +11,7 @@
  *   core while waiting.
  * - `"adaptive"` (the default): poll in a tight loop for a spin budget, then arm and wait like
  *   `"event"` (the idea of rsocket's `rpoll`, which spins for a fixed time). The budget is
- *   learnt per CQ from when completions actually arrived (a moving average with a margin,
- *   between 2 µs and {@link AUTO_SPIN_MAX_MICROS}; it starts at {@link DEFAULT_SPIN_MICROS}), so a
+ *   learnt per CQ from the spins that caught their completions ({@link SpinBudget}), so a
  *   ping-pong whose answer comes back within the budget never pays a wake-up and an idle CQ
  *   spins almost nothing; `spinMicros` fixes the budget instead.
  *
@@ -63,37 +62,89 @@ export const AUTO_SPIN_MAX_MICROS = 200;
 export const BUSY_SLICE_MICROS = 1000;
 
 /**
- * The spin budget of one waiter (a CQ's `"adaptive"` waits, a stream): fixed, or learnt from
- * when completions actually arrived. The learnt budget follows the typical arrival delay (a
- * moving average) with a margin, so completions that come back within a round trip are caught by
- * the spin and skip a wake-up, while a waiter whose completions come late (idle gaps, slow peers)
- * stops spinning in vain: those waits pull the estimate down. It stays between 2 µs and
- * {@link AUTO_SPIN_MAX_MICROS}.
+ * The spin budget of one waiter (a CQ's `"adaptive"` waits, a stream): fixed, or learnt.
+ *
+ * A learnt budget follows the spins that caught their completion (a "hit" after `d` µs): up at
+ * once to a later one, down slowly, with a margin, between {@link DEFAULT_SPIN_MICROS} / 4 and
+ * its maximum. A spin that missed only shrinks the budget, so an idle or slow peer stops costing
+ * spins. What a missed wait took cannot be learnt as such: it adds the event loop's own wake-up,
+ * and when the peer missed its spin too, the peer's — two peers asleep wake each other for every
+ * message and would teach each other to keep sleeping. So a miss whose wait ended within reach
+ * of a spin (at most the probe limit, a few times the maximum) counts, and every
+ * {@link PROBE_EVERY}th such miss spins that long once: if the answer comes within it, the hit
+ * brings the budget back and the peers leave the asleep-asleep state. A wait that ended beyond
+ * the probe limit (an idle peer) never makes a probe.
  */
 export class SpinBudget {
   /** The budget of the next spin, in microseconds. */
   micros: number;
   #arrival: number;
+  #reachable = 0;
   readonly #fixed: boolean;
   readonly #max: number;
+  readonly #min: number;
+  readonly #probeMax: number;
 
   /**
    * A learnt budget (`fixed` undefined: starting at {@link DEFAULT_SPIN_MICROS}, at most `max`,
-   * default {@link AUTO_SPIN_MAX_MICROS}) or a fixed one.
+   * default {@link AUTO_SPIN_MAX_MICROS}; probes at most `probeMax`, default 5 × `max`) or a
+   * fixed one.
    */
-  constructor(fixed?: number, max: number = AUTO_SPIN_MAX_MICROS) {
+  constructor(fixed?: number, max: number = AUTO_SPIN_MAX_MICROS, probeMax = 5 * max) {
     this.#fixed = fixed !== undefined;
     this.#max = max;
+    this.#probeMax = Math.max(max, probeMax);
+    this.#min = Math.min(max, DEFAULT_SPIN_MICROS / 4);
     this.micros = this.#arrival = fixed ?? DEFAULT_SPIN_MICROS;
   }
 
-  /** Learns from one wait that found completions `delay` µs after it started. */
-  learn(delay: number): void {
+  /** A spin caught its completion `delay` µs after it started. */
+  hit(delay: number): void {
     if (this.#fixed) return;
-    if (delay <= this.#max) this.#arrival += (delay - this.#arrival) / 4;
-    else this.#arrival *= 0.75;
-    this.micros = Math.min(this.#max, Math.max(2, this.#arrival * 1.25 + 2));
+    this.#reachable = 0;
+    this.#arrival = delay > this.#arrival ? delay : this.#arrival + (delay - this.#arrival) / 8;
+    this.micros = Math.min(this.#max, Math.max(this.#min, this.#arrival * 1.5 + 2));
   }
+
+  /** A spin ran out: the budget shrinks. */
+  miss(): void {
+    if (this.#fixed) return;
+    this.#arrival = Math.max(this.#min, this.#arrival * 0.75);
+    this.micros = Math.max(this.#min, this.#arrival * 1.5 + 2);
+  }
+
+  /**
+   * The wait that followed a miss ended `delay` µs after that spin started. Within the probe
+   * limit, every {@link PROBE_EVERY}th such wait makes the next spin last that long (a probe).
+   */
+  late(delay: number): void {
+    if (this.#fixed || delay > this.#probeMax) return;
+    if (++this.#reachable % PROBE_EVERY === 0) {
+      this.micros = Math.min(this.#probeMax, Math.max(this.micros, delay * 1.25));
+    }
+  }
+}
+
+/** A learnt spin budget probes once per this many missed waits that ended within reach. */
+export const PROBE_EVERY = 4;
+
+/**
+ * A spin counts polls, not clock reads: reading the clock costs about as much as a poll on some
+ * runtimes (and allocates in Deno). The clock is read when a spin starts and when it ends; the
+ * cost of one pass learnt from those (a moving average, shared by every spin of the process)
+ * turns a budget in microseconds into a number of passes.
+ */
+let passMicros = 1;
+
+/** How many polling passes fit in `micros` µs (at least one). */
+export function spinPasses(micros: number): number {
+  return Math.max(1, Math.ceil(micros / passMicros));
+}
+
+/** Learns the cost of one polling pass from a spin of `passes` passes that took `ms`. */
+export function notePasses(ms: number, passes: number): void {
+  const per = (ms * 1000) / passes;
+  if (per > 0) passMicros += (per - passMicros) / 4;
 }
 
 /** Throws unless `spinMicros` is a valid spin budget. */
@@ -270,10 +321,14 @@ export function awaitCompletions(
       const start = performance.now();
       const n = spinPoll(cq, options.max, start, fixed ?? s.budget.micros);
       if (n > 0) {
-        if (fixed === undefined) s.budget.learn((performance.now() - start) * 1000);
+        if (fixed === undefined) s.budget.hit(lastSpinMs * 1000);
         return Promise.resolve(n);
       }
-      return eventWait(cq, s, options, fixed === undefined ? start : -1);
+      if (fixed === undefined) {
+        s.budget.miss();
+        return eventWait(cq, s, options, start);
+      }
+      return eventWait(cq, s, options);
     }
     if (strategy === "busy") {
       const slice = fixed ?? BUSY_SLICE_MICROS;
@@ -283,17 +338,21 @@ export function awaitCompletions(
   } catch (e) {
     return Promise.reject(e);
   }
-  return eventWait(cq, s, options, -1);
+  return eventWait(cq, s, options);
 }
 
-/** Polls until completions arrive or `micros` have passed since `start`; returns how many. */
+/** How long the last {@link spinPoll} ran, in milliseconds. */
+let lastSpinMs = 0;
+
+/** Polls until completions arrive or about `micros` µs have passed since `start`; how many. */
 function spinPoll(cq: CompletionSource, max: number | undefined, start: number, micros: number) {
-  const end = start + micros / 1000;
-  for (let now = start; now < end; now = performance.now()) {
-    const n = cq.poll(max);
-    if (n > 0) return n;
-  }
-  return 0;
+  const passes = spinPasses(micros);
+  let n = 0;
+  let i = 0;
+  while (i < passes && (n = cq.poll(max)) === 0) i++;
+  lastSpinMs = performance.now() - start;
+  notePasses(lastSpinMs, n > 0 ? i + 1 : passes);
+  return n;
 }
 
 /** Busy slices: poll for `slice` µs, then yield one event-loop turn, until completions arrive. */
@@ -317,12 +376,12 @@ async function busyWait(
   }
 }
 
-/** Arms, drains, waits; `learnFrom` >= 0 is when an adaptive wait started (its delay is learnt). */
+/** Arms, drains, waits; `missedAt` >= 0: when the learnt spin that missed started. */
 async function eventWait(
   cq: CompletionSource,
   s: CqState,
   options: CompletionWaitOptions,
-  learnFrom: number,
+  missedAt = -1,
 ): Promise<number> {
   const poller = options.poller ?? s.poller ?? Poller.default();
   if (poller.closed) throw new ClosedError("Poller");
@@ -345,7 +404,7 @@ async function eventWait(
     }
     const n = cq.poll(max);
     if (n > 0) {
-      if (learnFrom >= 0) s.budget.learn((performance.now() - learnFrom) * 1000);
+      if (missedAt >= 0) s.budget.late((performance.now() - missedAt) * 1000);
       return n;
     }
     // every round of the loop keeps the first round's deadline

@@ -3,7 +3,7 @@
  * that carry them, and of the JSDoc of the library's modules, with `deno check --doc-only`
  * (Deno extracts the ```ts blocks itself; `jsr:@rdma/verbs` and `@rdma/verbs` resolve to this
  * repository's `mod.ts` because deno.json names the package). Also lists the blocks marked
- * ```ts runnable, which `tests/device/docs.test.ts` runs as programs on a device.
+ * ```ts runnable, which `tests/device/guide-runnable.test.ts` runs as programs on a device.
  *
  *   deno run -A scripts/check-docs.ts          check everything, exit 1 on a type error
  *   deno run -A scripts/check-docs.ts --list   print the files checked and the runnable blocks
@@ -21,7 +21,7 @@ import { fileURLToPath } from "node:url";
 export const ROOT: string = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
 /** The folders whose modules' JSDoc examples are checked. */
-const MODULE_DIRS = ["types", "ffi", "poller", "verbs", "cm", "stream", "examples"];
+const MODULE_DIRS = ["types", "ffi", "poller", "verbs", "cm", "stream", "net", "examples"];
 
 /**
  * Files (markdown, or modules for their JSDoc) whose ```ts blocks do not type-check yet, with the

@@ -9,7 +9,7 @@
  *    ring and credits. If it cannot, it polls the CQ once and feeds the completions to the
  *    engine (receives re-posted, credits granted), and tries again.
  * 2. Still blocked, it spins: polls the CQ for a bounded budget (strategy `"adaptive"`: learnt
- *    from when answers actually came, at most {@link STREAM_SPIN_MAX_MICROS} µs, or
+ *    from the spins that caught their answer, at most {@link STREAM_SPIN_MAX_MICROS} µs, or
  *    `spinMicros`; `"busy"`: one slice; `"event"`: none). Data or credits that come within it
  *    resolve the operation with no event-loop turn, no timer and no promise besides the one the
  *    operation returns.
@@ -42,7 +42,9 @@ import {
   BUSY_SLICE_MICROS,
   checkSpinMicros,
   DEFAULT_STRATEGY,
+  notePasses,
   SpinBudget,
+  spinPasses,
   type Strategy,
 } from "../poller/completions.ts";
 import { Poller, PollerHold } from "../poller/poller.ts";
@@ -201,10 +203,10 @@ const construct = Symbol("RdmaConn");
 const noop = () => {};
 
 /**
- * The most a stream's learnt spin budget grows to, in microseconds. Larger than a CQ wait's
- * ({@link AUTO_SPIN_MAX_MICROS}): a stream waits for its peer's answer, and a wake-up through
- * the event loop costs more than most round trips; a peer that answers late pulls the budget
- * down to almost nothing within a few waits.
+ * The most a stream's learnt spin budget grows to, in microseconds (see `SpinBudget`). Larger
+ * than a CQ wait's (`AUTO_SPIN_MAX_MICROS`): a stream waits for its peer's answer, and a
+ * wake-up through the event loop costs more than most round trips; a peer that answers late
+ * shrinks the budget within a few waits.
  */
 export const STREAM_SPIN_MAX_MICROS = 1000;
 
@@ -280,7 +282,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #armed = false;
   #pumping = false;
   #writing = false;
-  /** When the last spin that missed started (to learn the delay once the wait ends), or -1. */
+  /** When the last spin that missed started (`performance.now()`), or -1. */
   #missedAt = -1;
   #cmGone = false;
   #reset: RdmaError | null = null;
@@ -291,6 +293,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #writable: WritableStream<Uint8Array> | null = null;
   readonly #stopObserving: () => void;
   #keepaliveMs = 0;
+  #keepaliveIdle = KEEPALIVE_DEFAULT_MS;
   #keepaliveTimer: ReturnType<typeof setTimeout> | null = null;
   #keepaliveSeen = 0;
   readonly #keepaliveTick = () => {
@@ -420,19 +423,21 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
 
   /**
    * Turns rsocket's keepalive on or off (`SO_KEEPALIVE`, idle time `TCP_KEEPIDLE`): while on, a
-   * period (`idleMs`, default {@link KEEPALIVE_DEFAULT_MS}, TCP's `tcp_keepalive_time`) without
-   * any send posts a zero-length RDMA WRITE, as rsocket does. A peer that vanished without
-   * disconnecting makes it fail after the connection's retries: pending and later operations
-   * then reject with {@link ConnectionResetError}. The timer never keeps the process alive.
+   * period (`idleMs`; 0 or absent keeps the last one, at first {@link KEEPALIVE_DEFAULT_MS},
+   * TCP's `tcp_keepalive_time`, as `node:net`'s `initialDelay`) without any send posts a
+   * zero-length RDMA WRITE, as rsocket does. A peer that vanished without disconnecting makes it
+   * fail after the connection's retries: pending and later operations then reject with
+   * {@link ConnectionResetError}. The timer never keeps the process alive.
    */
-  setKeepAlive(keepAlive = true, idleMs: number = KEEPALIVE_DEFAULT_MS): void {
+  setKeepAlive(keepAlive = true, idleMs = 0): void {
     this.assertOpen();
-    if (!(Number.isFinite(idleMs) && idleMs >= 1)) {
-      throw new InvalidArgumentError(`idleMs must be a number >= 1, got ${describe(idleMs)}`);
+    if (!(Number.isFinite(idleMs) && idleMs >= 0)) {
+      throw new InvalidArgumentError(`idleMs must be a number >= 0, got ${describe(idleMs)}`);
     }
+    if (idleMs > 0) this.#keepaliveIdle = idleMs;
     if (this.#keepaliveTimer !== null) clearTimeout(this.#keepaliveTimer);
     this.#keepaliveTimer = null;
-    this.#keepaliveMs = keepAlive ? idleMs : 0;
+    this.#keepaliveMs = keepAlive ? this.#keepaliveIdle : 0;
     this.#keepaliveSeen = this.#e.postedCount;
     if (keepAlive) this.#armKeepalive();
   }
@@ -575,27 +580,10 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   async #waitUntil(ready: () => boolean, options: IoOptions | undefined): Promise<void> {
     while (!ready()) {
       if (this.closed) throw new ClosedError("RdmaConn");
-      if (this.#spinUntil(ready)) return;
+      if (this.#spin(ready)) return;
       await this.#wait(options);
-      this.#learnLate();
+      this.#waited();
     }
-  }
-
-  /** {@link RdmaConn.#spin} for a condition of the one-sided parts. */
-  #spinUntil(ready: () => boolean): boolean {
-    const s = this.#strategy;
-    if (s === "event") return false;
-    const start = performance.now();
-    const end = start + (s === "adaptive" ? this.#budget.micros : this.#slice) / 1000;
-    for (let now = start; now < end; now = performance.now()) {
-      if (this.#progress() > 0 && ready()) {
-        if (s === "adaptive") this.#budget.learn((performance.now() - start) * 1000);
-        this.#missedAt = -1;
-        return true;
-      }
-    }
-    this.#missedAt = start;
-    return false;
   }
 
   // ---------------------------------------------------------------- reads
@@ -622,10 +610,10 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     }
     if (len === 0) return Promise.resolve(0);
     let n = this.#readNow(p, 0);
-    if (n === 0 && this.#spin(READ)) n = this.#readNow(p, 0);
-    if (n > 0 && n < min) return this.#readSlow(p, n, min, options);
-    if (n !== 0) return this.#readResult(n);
-    return this.#readSlow(p, 0, min, options);
+    const spun = n === 0;
+    if (spun && this.#spin(READ)) n = this.#readNow(p, 0);
+    if (n < 0 || n >= min) return this.#readResult(n);
+    return this.#readSlow(p, n, min, options, spun);
   }
 
   /**
@@ -647,19 +635,21 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     got: number,
     min: number,
     options: ReadOptions | undefined,
+    spun: boolean,
   ): Promise<number | null> {
-    for (;;) {
-      await this.#wait(options);
+    // check before every wait: the progress that brought the last bytes may also have brought
+    // the end of the stream, and no completion would wake a wait for it
+    for (let spin = !spun;; spin = true) {
       const n = this.#readNow(p, got);
       if (n > 0) {
         got += n;
-        if (got >= min) {
-          this.#learnLate();
-          return got;
-        }
+        if (got >= min) return got;
       } else if (n < 0) {
         if (got > 0) return got;
         return this.#end();
+      } else if (!spin || !this.#spin(READ)) {
+        await this.#wait(options);
+        this.#waited();
       }
     }
   }
@@ -729,7 +719,6 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
         off += n;
         if (off < len) await this.#waitFor(WRITE, options);
       }
-      this.#learnLate();
       return len;
     } finally {
       this.#unlock();
@@ -893,7 +882,8 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   }
 
   /** True when an operation waiting for `want` can go on (or will never be able to). */
-  #ready(want: Want): boolean {
+  #ready(want: Want | (() => boolean)): boolean {
+    if (typeof want === "function") return want();
     const e = this.#e;
     switch (want) {
       case READ:
@@ -912,33 +902,39 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
    * learnt or fixed budget of `"adaptive"`, one slice of `"busy"`, nothing for `"event"`.
    * Returns whether it can; nothing but FFI calls happens meanwhile.
    */
-  #spin(want: Want): boolean {
+  #spin(want: Want | (() => boolean)): boolean {
     const s = this.#strategy;
     if (s === "event") return false;
+    const passes = spinPasses(s === "adaptive" ? this.#budget.micros : this.#slice);
     const start = performance.now();
-    const end = start + (s === "adaptive" ? this.#budget.micros : this.#slice) / 1000;
-    for (let now = start; now < end; now = performance.now()) {
+    for (let i = 0; i < passes; i++) {
       if (this.#progress() > 0 && this.#ready(want)) {
-        if (s === "adaptive") this.#budget.learn((performance.now() - start) * 1000);
-        this.#missedAt = -1;
+        const ms = performance.now() - start;
+        notePasses(ms, i + 1);
+        if (s === "adaptive") this.#budget.hit(ms * 1000);
         return true;
       }
     }
-    this.#missedAt = start;
+    notePasses(performance.now() - start, passes);
+    if (s === "adaptive") {
+      this.#budget.miss();
+      this.#missedAt = start;
+    }
     return false;
   }
 
-  /** A wait that followed a missed spin ended: learn how long the answer took. */
-  #learnLate(): void {
+  /** An operation whose spin missed goes on after its wait: the budget hears how long it took. */
+  #waited(): void {
     if (this.#missedAt < 0) return;
-    this.#budget.learn((performance.now() - this.#missedAt) * 1000);
+    this.#budget.late((performance.now() - this.#missedAt) * 1000);
     this.#missedAt = -1;
   }
 
   /** Spins for `want`, then waits for the connection's progress. */
-  #waitFor(want: Want, options: IoOptions | undefined): Promise<void> | void {
+  async #waitFor(want: Want, options: IoOptions | undefined): Promise<void> {
     if (this.#spin(want)) return;
-    return this.#wait(options);
+    await this.#wait(options);
+    this.#waited();
   }
 
   /** Waits until the pump sees progress (or the connection ends). */
@@ -983,9 +979,12 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
         if (this.#strategy === "busy") {
           if (COUNTING) costs.yields++;
           await yieldToLoop();
-          const end = performance.now() + this.#slice / 1000;
+          const passes = spinPasses(this.#slice);
+          const start = performance.now();
+          let i = 1;
           n = this.#progress();
-          while (n === 0 && performance.now() < end) n = this.#progress();
+          for (; n === 0 && i < passes; i++) n = this.#progress();
+          notePasses(performance.now() - start, i);
         } else {
           n = this.#armAndDrain();
           if (n === 0) {

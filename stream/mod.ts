@@ -24,11 +24,6 @@
  * @module
  */
 
-// Loads the verbs layer in its own module order before the cm layer reaches into it: entering
-// it through cm/id.ts first can evaluate a subclass before its base class (an import cycle in
-// verbs/ at the time of writing).
-import "../verbs/mod.ts";
-
 export {
   connect,
   type ConnectOptions,

@@ -1,5 +1,6 @@
 /**
- * The layer rule, enforced: imports only go down (`types → ffi → poller → verbs → cm → stream`),
+ * The layer rule, enforced: imports only go down (`types → ffi → poller → verbs → cm → stream →
+ * net`), `net/` reaches the stream layer through its public module and otherwise only `types/`,
  * `types/` is pure, only `ffi/` knows the runtime, examples use the public module only, and
  * `mod.ts` only re-exports.
  */
@@ -11,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { test } from "./harness.ts";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const LAYERS = ["types", "ffi", "poller", "verbs", "cm", "stream"] as const;
+const LAYERS = ["types", "ffi", "poller", "verbs", "cm", "stream", "net"] as const;
 
 function files(dir: string): string[] {
   const abs = join(ROOT, dir);
@@ -46,7 +47,7 @@ function layerOf(file: string): number {
   return LAYERS.indexOf(file.split("/")[0] as typeof LAYERS[number]);
 }
 
-test("layers: library imports only go down (types → ffi → poller → verbs → cm → stream)", () => {
+test("layers: library imports only go down (types → ffi → poller → verbs → cm → stream → net)", () => {
   const wrong: string[] = [];
   let checked = 0;
   for (const layer of LAYERS) {
@@ -62,6 +63,23 @@ test("layers: library imports only go down (types → ffi → poller → verbs �
   }
   assert.ok(checked > 100, `only ${checked} imports found: the scan is broken`);
   assert.deepEqual(wrong, [], "imports that run upward or out of the library");
+});
+
+test("layers: net/ imports stream/ through its public module, and types/, nothing else", () => {
+  const wrong: string[] = [];
+  let checked = 0;
+  for (const file of files("net")) {
+    for (const spec of imports(file)) {
+      if (!spec.startsWith(".")) continue;
+      const target = relative(ROOT, resolve(ROOT, dirname(file), spec));
+      checked++;
+      const ok = target.startsWith("net/") || target === "stream/mod.ts" ||
+        target.startsWith("types/");
+      if (!ok) wrong.push(`${file} imports ${target}`);
+    }
+  }
+  assert.ok(checked >= 5, `only ${checked} imports found in net/: the scan is broken`);
+  assert.deepEqual(wrong, []);
 });
 
 test("layers: types/ is pure and only ffi/ knows the runtime", () => {

@@ -16,7 +16,7 @@ import {
   type Strategy,
   WorkRequestTracker,
 } from "../poller/mod.ts";
-import { cancelCompletionWaits } from "../poller/completions.ts";
+import { cancelCompletionWaits, DEFAULT_SPIN_MICROS, SpinBudget } from "../poller/completions.ts";
 import { closeWatchesOf } from "../poller/poller.ts";
 import { AbortedError, ClosedError, WorkCompletionError } from "../types/errors.ts";
 
@@ -342,4 +342,38 @@ test("completions: closing the poller rejects pending completion waits with Clos
   await assert.rejects(p, (e) => e instanceof ClosedError && /Poller/.test(e.message));
   await assert.rejects(awaitCompletions(cq, { poller, strategy: "event" }), ClosedError);
   channel.close();
+});
+
+test("SpinBudget: learns from hits, shrinks on misses, probes only answers within reach", () => {
+  const b = new SpinBudget(undefined, 1000); // probes up to 5,000 µs
+  assert.equal(b.micros, DEFAULT_SPIN_MICROS);
+  b.hit(300); // a later answer raises the budget at once, with a margin
+  assert.ok(b.micros >= 300 && b.micros <= 1000, `after a 300 µs hit: ${b.micros}`);
+  const covering = b.micros;
+  b.hit(100); // earlier answers lower it slowly
+  assert.ok(b.micros < covering && b.micros > 100, `after a 100 µs hit: ${b.micros}`);
+  b.miss();
+  assert.ok(b.micros < covering, "a miss shrinks it");
+  // waits that end far beyond reach (an idle peer) never make a probe
+  for (let i = 0; i < 20; i++) {
+    b.miss();
+    b.late(60_000);
+    assert.ok(b.micros <= covering, `no probe for a 60 ms wait: ${b.micros}`);
+  }
+  assert.ok(b.micros >= DEFAULT_SPIN_MICROS / 4, "never below the floor");
+  // waits that end within reach (a peer that was asleep too): every 4th makes one probe that long
+  const seen: number[] = [];
+  for (let i = 0; i < 8; i++) {
+    b.miss();
+    b.late(2400);
+    seen.push(b.micros);
+  }
+  assert.equal(seen.filter((m) => m === 3000).length, 2, `two probes of 2,400 × 1.25: ${seen}`);
+  b.hit(2000); // a hit beyond the steady maximum is capped
+  assert.equal(b.micros, 1000);
+  const fixed = new SpinBudget(50);
+  fixed.miss();
+  fixed.late(100);
+  fixed.hit(900);
+  assert.equal(fixed.micros, 50, "a fixed budget never changes");
 });

@@ -24,6 +24,7 @@ import * as cm from "./enums/cm.ts";
 import { describe } from "./check.ts";
 
 export * from "./enums/verbs.ts";
+export * from "./enums/verbs-str.ts";
 export * from "./enums/cm.ts";
 
 /** An enum or flag table: C names without their prefix → values. */

@@ -11,7 +11,7 @@ import { InvalidArgumentError } from "../types/errors.ts";
 import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { type GidLike, parseGid } from "./gid.ts";
 import { NativeBlock } from "../ffi/memory.ts";
-import { checkResource, NativeResource } from "../ffi/resource.ts";
+import { checkConstruct, checkResource, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
 import type { MemoryRegion } from "./mr.ts";
 import type { ProtectionDomain } from "./pd.ts";
 import { WorkCompletion } from "./wc.ts";
@@ -129,14 +129,6 @@ export function decodeAhAttr(view: DataView, base: number): AhAttrData {
   };
 }
 
-let fromAttr: (pd: ProtectionDomain, attr: AhAttr) => AddressHandle;
-let fromWc: (
-  pd: ProtectionDomain,
-  wc: WorkCompletion,
-  grh: { mr: MemoryRegion; offset?: number },
-  port: number,
-) => AddressHandle;
-
 /** An address handle (`ibv_create_ah`); made by `pd.createAh()` and `pd.createAhFromWc()`. */
 export class AddressHandle extends NativeResource {
   /** The `struct ibv_ah *`. */
@@ -144,39 +136,12 @@ export class AddressHandle extends NativeResource {
   /** Its PD. */
   readonly pd: ProtectionDomain;
 
-  private constructor(pd: ProtectionDomain, ptr: NativePointer) {
+  /** Not for direct use: `pd.createAh()` and `pd.createAhFromWc()` make one. */
+  constructor(pd: ProtectionDomain, ptr: NativePointer, token: symbol) {
+    checkConstruct(token, "address handles are made by pd.createAh()");
     super("AddressHandle", [pd]);
     this.ptr = ptr;
     this.pd = pd;
-  }
-
-  static {
-    fromAttr = (pd, attr) =>
-      NativeBlock.with(layouts().ibv_ah_attr.size, (block) => {
-        encodeAhAttr(block.view, 0, attr);
-        const ah = native().ibverbs.ibv_create_ah(pd.ptr, block.ptr);
-        if (ah === null) throwErrno("ibv_create_ah");
-        return new AddressHandle(pd, ah);
-      });
-    fromWc = (pd, wc, grh, port) => {
-      if (!(wc instanceof WorkCompletion)) {
-        throw new InvalidArgumentError("wc must be a CQ's WorkCompletion cursor");
-      }
-      if (typeof grh !== "object" || grh === null) {
-        throw new InvalidArgumentError("grh must be { mr, offset }");
-      }
-      const mr = checkResource<MemoryRegion>(grh.mr, "MemoryRegion", "grh.mr");
-      const off = grh.offset ?? 0;
-      if (!Number.isInteger(off) || off < 0 || off + 40 > mr.length) {
-        throw new InvalidArgumentError("the GRH (40 bytes) must lie inside the MR");
-      }
-      checkInteger("port", port, 1, 255);
-      const n = native();
-      const grhPtr = n.pointer(mr.addrNumber + off);
-      const ah = n.ibverbs.ibv_create_ah_from_wc(pd.ptr, wc.pointer, grhPtr, port);
-      if (ah === null) throwErrno("ibv_create_ah_from_wc");
-      return new AddressHandle(pd, ah);
-    };
   }
 
   /** Releases the native object (called once by `close()`). */
@@ -188,7 +153,12 @@ export class AddressHandle extends NativeResource {
 
 /** `ibv_create_ah` from attributes (module-private: `pd.createAh`). */
 export function createAh(pd: ProtectionDomain, attr: AhAttr): AddressHandle {
-  return fromAttr(pd, attr);
+  return NativeBlock.with(layouts().ibv_ah_attr.size, (block) => {
+    encodeAhAttr(block.view, 0, attr);
+    const ah = native().ibverbs.ibv_create_ah(pd.ptr, block.ptr);
+    if (ah === null) throwErrno("ibv_create_ah");
+    return wrapAh(pd, ah);
+  });
 }
 
 /** `ibv_create_ah_from_wc` (module-private: `pd.createAhFromWc`). */
@@ -198,5 +168,30 @@ export function createAhFromWc(
   grh: { mr: MemoryRegion; offset?: number },
   port: number,
 ): AddressHandle {
-  return fromWc(pd, wc, grh, port);
+  if (!(wc instanceof WorkCompletion)) {
+    throw new InvalidArgumentError("wc must be a CQ's WorkCompletion cursor");
+  }
+  if (typeof grh !== "object" || grh === null) {
+    throw new InvalidArgumentError("grh must be { mr, offset }");
+  }
+  const mr = checkResource<MemoryRegion>(grh.mr, "MemoryRegion", "grh.mr");
+  const off = grh.offset ?? 0;
+  if (!Number.isInteger(off) || off < 0 || off + 40 > mr.length) {
+    throw new InvalidArgumentError("the GRH (40 bytes) must lie inside the MR");
+  }
+  checkInteger("port", port, 1, 255);
+  const n = native();
+  const grhPtr = n.pointer(mr.addrNumber + off);
+  const ah = n.ibverbs.ibv_create_ah_from_wc(pd.ptr, wc.pointer, grhPtr, port);
+  if (ah === null) throwErrno("ibv_create_ah_from_wc");
+  return wrapAh(pd, ah);
+}
+
+function wrapAh(pd: ProtectionDomain, ah: NativePointer): AddressHandle {
+  try {
+    return new AddressHandle(pd, ah, CONSTRUCT);
+  } catch (e) {
+    native().ibverbs.ibv_destroy_ah(ah);
+    throw e;
+  }
 }

@@ -12,7 +12,7 @@ import { Errno } from "../types/errno.ts";
 import { nativeError } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import type { Context } from "./context.ts";
-import { objectAt } from "./objects.ts";
+import { objectAt } from "./_objects.ts";
 import { isInstance } from "../ffi/resource.ts";
 import type { CompletionQueue } from "./cq.ts";
 import type { QueuePair } from "./qp.ts";

@@ -13,10 +13,10 @@ import { nativeError, throwErrno, throwReturned } from "../ffi/errors.ts";
 import { setNonBlocking } from "../ffi/fd.ts";
 import { closeWatchesOf } from "../poller/poller.ts";
 import { NativeBlock } from "../ffi/memory.ts";
-import { checkResource, isInstance, NativeResource } from "../ffi/resource.ts";
+import { checkConstruct, checkResource, isInstance, NativeResource } from "../ffi/resource.ts";
 import { type CompletionQueue, noteCqEvent } from "./cq.ts";
 import type { Context } from "./context.ts";
-import { contextObjects, objectAt } from "./objects.ts";
+import { contextObjects, objectAt } from "./_objects.ts";
 
 /** A completion channel (`ibv_create_comp_channel`) with its fd set O_NONBLOCK. */
 export class CompletionChannel extends NativeResource {
@@ -31,8 +31,9 @@ export class CompletionChannel extends NativeResource {
   readonly #box: NativeBlock;
   readonly #contextOut: NativePointer;
 
-  /** Creates a channel; prefer `context.createCompChannel()`. */
-  constructor(context: Context) {
+  /** Not for direct use: `context.createCompChannel()` makes one. */
+  constructor(context: Context, token: symbol) {
+    checkConstruct(token, "completion channels are made by context.createCompChannel()");
     checkResource<Context>(context, "Context", "context");
     const n = native();
     const ch = n.ibverbs.ibv_create_comp_channel(context.ptr);

@@ -12,8 +12,8 @@ import { Errno } from "../types/errno.ts";
 import { describe } from "../types/check.ts";
 import { withDeviceList } from "./devices.ts";
 import { nativeError, throwErrno } from "../ffi/errors.ts";
-import { checkResource, NativeResource } from "../ffi/resource.ts";
-import { forgetContext } from "./objects.ts";
+import { checkConstruct, checkResource, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
+import { forgetContext } from "./_objects.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { type AhAttrData, decodeAhAttr } from "./ah.ts";
 import type { MemoryRegion } from "./mr.ts";
@@ -31,8 +31,8 @@ import {
   queryPort,
 } from "./port-attr.ts";
 import { ProtectionDomain } from "./pd.ts";
-import { CompletionQueue, type CqInit } from "./cq.ts";
-import { type CompletionQueueEx, type CqExInit, makeCqEx } from "./cq-ex.ts";
+import { type CompletionQueue, type CqInit, createCq } from "./cq.ts";
+import { type CompletionQueueEx, type CqExInit, createCqEx } from "./cq-ex.ts";
 import { openXrcd, type XrcdInit, type XrcDomain } from "./xrc.ts";
 import { CompletionChannel } from "./channel.ts";
 import { type AsyncEvent, readAsyncEvent } from "./async-event.ts";
@@ -70,8 +70,9 @@ export class Context extends NativeResource {
   readonly deviceName: string;
   /** The async-event file descriptor (non-blocking). */
   readonly asyncFd: number;
-  /** Wraps an opened `ibv_context`; prefer {@link openDevice}. */
-  constructor(ptr: NativePointer, deviceName: string) {
+  /** Not for direct use: {@link openDevice} opens a device and makes its context. */
+  constructor(ptr: NativePointer, deviceName: string, token: symbol) {
+    checkConstruct(token, "contexts are made by openDevice()");
     super("Context", []);
     const n = native();
     const L = layouts().ibv_context.fields;
@@ -137,17 +138,18 @@ export class Context extends NativeResource {
 
   /** Allocates a protection domain. */
   allocPd(): ProtectionDomain {
-    return new ProtectionDomain(this);
+    return new ProtectionDomain(this, CONSTRUCT);
   }
 
   /** Creates a completion channel (fd set O_NONBLOCK). */
   createCompChannel(): CompletionChannel {
-    return new CompletionChannel(this);
+    return new CompletionChannel(this, CONSTRUCT);
   }
 
   /** Creates a completion queue. */
   createCq(init: CqInit): CompletionQueue {
-    return new CompletionQueue(this, init);
+    this.assertOpen();
+    return createCq(this, init);
   }
 
   /**
@@ -208,7 +210,7 @@ export class Context extends NativeResource {
    */
   createCqEx(init: CqExInit): CompletionQueueEx {
     this.assertOpen();
-    return makeCqEx(this, init);
+    return createCqEx(this, init);
   }
 
   /**
@@ -279,7 +281,7 @@ export function openDevice(name?: string): Context {
         }
         throw nativeError("ibv_open_device", errno, devName);
       }
-      return new Context(ctx, devName);
+      return new Context(ctx, devName, CONSTRUCT);
     }
     throw new InvalidArgumentError(
       `no RDMA device named ${describe(name)} (have: ${names.join(", ")})`,
@@ -287,4 +289,4 @@ export function openDevice(name?: string): Context {
   });
 }
 
-export { contextObjects, forgetObject, objectAt, rememberObject } from "./objects.ts";
+export { contextObjects, forgetObject, objectAt, rememberObject } from "./_objects.ts";

@@ -25,9 +25,10 @@ import { InvalidArgumentError } from "../types/errors.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { nativeError, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
-import { checkResource } from "../ffi/resource.ts";
-import { CompletionQueue, type CqInit, createNext } from "./cq.ts";
+import { checkConstruct, CONSTRUCT } from "../ffi/resource.ts";
+import { checkCqInit, type CheckedCqInit, CompletionQueue, type CqInit } from "./cq.ts";
 import type { Context } from "./context.ts";
+import { bswap32 } from "./wr.ts";
 
 /**
  * `IBV_WC_STANDARD_FLAGS`: the fields a classic `ibv_poll_cq` reports (byte_len, imm, qp_num,
@@ -75,11 +76,8 @@ const READERS = {
 } as const;
 type Field = keyof typeof READERS;
 
-const construct = Symbol("CompletionQueueEx");
-let sessionOf: (cq: CompletionQueueEx) => boolean;
-
 /** The native side of one extended CQ: its struct view and one prepared call per accessor. */
-class CqExCalls {
+export class CqExCalls {
   readonly view: DataView;
   readonly start: Call;
   readonly next: Call;
@@ -99,7 +97,7 @@ class CqExCalls {
       const fn = n.readPointer(cq, L.fields[op as keyof typeof L.fields].offset);
       if (fn === null) throw nativeError(`ibv_cq_ex.${op}`, Errno.EOPNOTSUPP, "not provided");
       const c = n.prepareCall(fn, IBVERBS_OPS[op], args as never) as Call;
-      this.#calls!.push(c);
+      this.#calls.push(c);
       return c;
     };
     try {
@@ -120,7 +118,7 @@ class CqExCalls {
 
   free(): void {
     for (const c of this.#calls) c.free();
-    this.#calls!.length = 0;
+    this.#calls.length = 0;
     this.#attr.free();
   }
 }
@@ -133,64 +131,46 @@ class CqExCalls {
 export class CompletionQueueEx extends CompletionQueue {
   /** The reported fields (`CreateCqWcFlags` bits), as created. */
   readonly wcFlags: number;
-  #calls: CqExCalls | null = null;
+  readonly #calls: CqExCalls;
   readonly #timestamps: BigUint64Array;
   readonly #wallclocks: BigUint64Array;
-  #session = false;
+  /** Whether a raw `ibv_start_poll` session is open (shared with the poll given to the base). */
+  readonly #session: { open: boolean };
 
-  static {
-    sessionOf = (cq) => cq.#session;
-  }
-
-  /** Not for direct use: `context.createCqEx()` makes one. */
-  constructor(context: Context, init: CqExInit, token: symbol) {
-    if (token !== construct) {
-      throw new InvalidArgumentError("extended CQs are made by context.createCqEx()");
-    }
-    checkResource<Context>(context, "Context", "context");
-    if (typeof init !== "object" || init === null) {
-      throw new InvalidArgumentError("CQ init must be an object");
-    }
-    const wcFlags = (init.wcFlags ?? WC_STANDARD_FLAGS) | CreateCqWcFlags.WITH_QP_NUM;
-    if (!Number.isInteger(wcFlags) || wcFlags < 0 || (wcFlags & ~WC_FLAG_MASK) !== 0) {
-      throw new InvalidArgumentError(
-        `wcFlags must be an OR of CreateCqWcFlags, got ${init.wcFlags}`,
-      );
-    }
-    const flags = init.flags ?? 0;
-    if (!Number.isInteger(flags) || flags < 0 || (flags & ~ATTR_FLAG_MASK) !== 0) {
-      throw new InvalidArgumentError(`flags must be an OR of CreateCqAttrFlags, got ${flags}`);
-    }
-    let impl: ((max: number) => number) | null = null;
-    let block: NativeBlock | null = null;
-    // the base constructor creates the CQ and asks for its poll; the poll is wired up below
-    createNext({
-      create: () => createCqEx(context, init, wcFlags, flags),
-      poller: (wcs) => {
-        block = wcs;
-        return (max) => impl!(max);
-      },
-    });
-    super(context, init);
-    this.wcFlags = wcFlags;
-    const ts = (flag: number) => new BigUint64Array((wcFlags & flag) !== 0 ? this.pollBatch : 0);
-    this.#timestamps = ts(CreateCqWcFlags.WITH_COMPLETION_TIMESTAMP);
-    this.#wallclocks = ts(CreateCqWcFlags.WITH_COMPLETION_TIMESTAMP_WALLCLOCK);
-    try {
-      this.#calls = new CqExCalls(this.ptr, wcFlags);
-    } catch (e) {
-      this.close();
-      throw e;
-    }
-    const poll = pollInto(this.#calls, block!, this.#timestamps, this.#wallclocks);
-    impl = (max) => {
-      if (this.#session) {
-        throw new InvalidArgumentError(
-          "poll: an ibv_start_poll session is open on this CQ (endPoll() first)",
-        );
-      }
-      return poll(max);
+  /**
+   * Not for direct use: `context.createCqEx()` checks the init, creates the CQ and prepares its
+   * accessor calls (`calls`), then makes one.
+   */
+  constructor(
+    context: Context,
+    init: CheckedCqInit,
+    ptr: NativePointer,
+    calls: CqExCalls,
+    wcFlags: number,
+    token: symbol,
+  ) {
+    checkConstruct(token, "extended CQs are made by context.createCqEx()");
+    const session = { open: false };
+    const ts = (flag: number) => new BigUint64Array((wcFlags & flag) !== 0 ? init.pollBatch : 0);
+    const timestamps = ts(CreateCqWcFlags.WITH_COMPLETION_TIMESTAMP);
+    const wallclocks = ts(CreateCqWcFlags.WITH_COMPLETION_TIMESTAMP_WALLCLOCK);
+    const poll = (wcs: NativeBlock) => {
+      const fill = pollInto(calls, wcs, timestamps, wallclocks);
+      return (max: number) => {
+        if (session.open) {
+          throw new InvalidArgumentError(
+            "poll: an ibv_start_poll session is open on this CQ (endPoll() first)",
+          );
+        }
+        return fill(max);
+      };
     };
+    super(context, init, { ptr, poll }, token);
+    this.wcFlags = wcFlags;
+    this.#calls = calls;
+    this.#timestamps = timestamps;
+    this.#wallclocks = wallclocks;
+    this.#session = session;
   }
 
   /** The names of the reported fields (`IBV_WC_EX_WITH_…`). */
@@ -228,11 +208,13 @@ export class CompletionQueueEx extends CompletionQueue {
    */
   startPoll(): boolean {
     this.assertOpen();
-    if (this.#session) throw new InvalidArgumentError("startPoll: a session is already open");
-    const rc = this.#calls!.start.call() as number;
+    if (this.#session.open) {
+      throw new InvalidArgumentError("startPoll: a session is already open");
+    }
+    const rc = this.#calls.start.call() as number;
     if (rc === ENOENT) return false;
     if (rc !== 0) throwReturned("ibv_start_poll", rc);
-    this.#session = true;
+    this.#session.open = true;
     return true;
   }
 
@@ -243,7 +225,7 @@ export class CompletionQueueEx extends CompletionQueue {
    */
   nextPoll(): boolean {
     this.#inSession("nextPoll");
-    const rc = this.#calls!.next.call() as number;
+    const rc = this.#calls.next.call() as number;
     if (rc === ENOENT) return false;
     if (rc !== 0) throwReturned("ibv_next_poll", rc);
     return true;
@@ -252,43 +234,43 @@ export class CompletionQueueEx extends CompletionQueue {
   /** `ibv_end_poll`: ends the session, consuming what was read. */
   endPoll(): void {
     this.#inSession("endPoll");
-    this.#session = false;
-    this.#calls!.end.call();
+    this.#session.open = false;
+    this.#calls.end.call();
   }
 
   /** True while a `startPoll` session is open. */
   get polling(): boolean {
-    return this.#session;
+    return this.#session.open;
   }
 
   /** The current completion's `wr_id` (`ibv_cq_ex.wr_id`). */
   get wrId(): bigint {
     this.#inSession("wrId");
-    return this.#calls!.view.getBigUint64(layouts().ibv_cq_ex.fields.wr_id.offset, true);
+    return this.#calls.view.getBigUint64(layouts().ibv_cq_ex.fields.wr_id.offset, true);
   }
 
   /** The current completion's status (`ibv_cq_ex.status`, an `enum ibv_wc_status`). */
   get status(): number {
     this.#inSession("status");
-    return this.#calls!.view.getUint32(layouts().ibv_cq_ex.fields.status.offset, true);
+    return this.#calls.view.getUint32(layouts().ibv_cq_ex.fields.status.offset, true);
   }
 
   /** `ibv_wc_read_opcode`. */
   readOpcode(): number {
     this.#inSession("readOpcode");
-    return this.#calls!.opcode.call() as number;
+    return this.#calls.opcode.call() as number;
   }
 
   /** `ibv_wc_read_vendor_err`. */
   readVendorErr(): number {
     this.#inSession("readVendorErr");
-    return this.#calls!.vendorErr.call() as number;
+    return this.#calls.vendorErr.call() as number;
   }
 
   /** `ibv_wc_read_wc_flags` (`WcFlags` bits). */
   readWcFlags(): number {
     this.#inSession("readWcFlags");
-    return this.#calls!.wcFlags.call() as number;
+    return this.#calls.wcFlags.call() as number;
   }
 
   /** `ibv_wc_read_byte_len` (needs `WITH_BYTE_LEN`). */
@@ -356,7 +338,7 @@ export class CompletionQueueEx extends CompletionQueue {
 
   #read(field: Field): number | bigint {
     this.#inSession(`read ${field}`);
-    const c = this.#calls!.read[field];
+    const c = this.#calls.read[field];
     if (!c) {
       throw new InvalidArgumentError(
         `the CQ was not created with IBV_WC_EX_${
@@ -369,41 +351,52 @@ export class CompletionQueueEx extends CompletionQueue {
 
   #inSession(what: string): void {
     this.assertOpen();
-    if (!this.#session) throw new InvalidArgumentError(`${what}: no startPoll() session is open`);
+    if (!this.#session.open) {
+      throw new InvalidArgumentError(`${what}: no startPoll() session is open`);
+    }
   }
 
   /** Ends an open session, then releases the CQ (called once by `close()`). */
   protected override destroy(): void {
-    if (this.#session) {
-      this.#session = false;
-      this.#calls?.end.call();
+    if (this.#session.open) {
+      this.#session.open = false;
+      this.#calls.end.call();
     }
     try {
       super.destroy();
     } finally {
-      this.#calls?.free();
+      this.#calls.free();
     }
   }
 }
 
-/** Creates an extended CQ (module-private: `context.createCqEx`). */
-export function makeCqEx(context: Context, init: CqExInit): CompletionQueueEx {
-  return new CompletionQueueEx(context, init, construct);
-}
-
-/** True while a raw poll session is open (module-private). */
-export function cqExPolling(cq: CompletionQueueEx): boolean {
-  return sessionOf(cq);
-}
-
-function bswap32(v: number): number {
-  return (((v & 0xff) << 24) | ((v & 0xff00) << 8) | ((v >>> 8) & 0xff00) | (v >>> 24)) >>> 0;
+/** `ibv_create_cq_ex` (module-private: `context.createCqEx`). */
+export function createCqEx(context: Context, init: CqExInit): CompletionQueueEx {
+  const c = checkCqInit(context, init);
+  const wcFlags = (init.wcFlags ?? WC_STANDARD_FLAGS) | CreateCqWcFlags.WITH_QP_NUM;
+  if (!Number.isInteger(wcFlags) || wcFlags < 0 || (wcFlags & ~WC_FLAG_MASK) !== 0) {
+    throw new InvalidArgumentError(`wcFlags must be an OR of CreateCqWcFlags, got ${init.wcFlags}`);
+  }
+  const flags = init.flags ?? 0;
+  if (!Number.isInteger(flags) || flags < 0 || (flags & ~ATTR_FLAG_MASK) !== 0) {
+    throw new InvalidArgumentError(`flags must be an OR of CreateCqAttrFlags, got ${flags}`);
+  }
+  const ptr = createNativeCqEx(context, c, wcFlags, flags);
+  let calls: CqExCalls | null = null;
+  try {
+    calls = new CqExCalls(ptr, wcFlags);
+    return new CompletionQueueEx(context, c, ptr, calls, wcFlags, CONSTRUCT);
+  } catch (e) {
+    calls?.free();
+    native().ibverbs.ibv_destroy_cq(ptr);
+    throw e;
+  }
 }
 
 /** `ibv_create_cq_ex` through `verbs_context.create_cq_ex`. */
-function createCqEx(
+function createNativeCqEx(
   context: Context,
-  init: CqExInit,
+  init: CheckedCqInit,
   wcFlags: number,
   flags: number,
 ): NativePointer {
@@ -422,7 +415,7 @@ function createCqEx(
     const v = a.view;
     v.setUint32(F.cqe.offset, init.cqe, true);
     a.setPointer(F.channel.offset, init.channel?.ptr ?? null);
-    v.setUint32(F.comp_vector.offset, init.compVector ?? 0, true);
+    v.setUint32(F.comp_vector.offset, init.compVector, true);
     v.setBigUint64(F.wc_flags.offset, BigInt(wcFlags), true);
     v.setUint32(F.comp_mask.offset, flags !== 0 ? CqInitAttrMask.FLAGS : 0, true);
     v.setUint32(F.flags.offset, flags, true);

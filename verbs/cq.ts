@@ -21,11 +21,11 @@ import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { nativeError, throwErrno, throwReturned } from "../ffi/errors.ts";
 import { Errno } from "../types/errno.ts";
 import { NativeBlock } from "../ffi/memory.ts";
-import { checkResource, NativeResource } from "../ffi/resource.ts";
+import { checkConstruct, checkResource, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
 import { WorkCompletion } from "./wc.ts";
 import type { CompletionChannel } from "./channel.ts";
 import type { Context } from "./context.ts";
-import { forgetObject, rememberObject } from "./objects.ts";
+import { forgetObject, rememberObject } from "./_objects.ts";
 import type { RecvWr, SendWr } from "./wr.ts";
 import { holdMemory } from "./mr.ts";
 import { checkInteger, checkObject } from "../types/check.ts";
@@ -56,32 +56,61 @@ export const TRACKED_WR_ID_BASE: bigint = 1n << 62n;
 
 const POLL_BATCH_MAX = 4096;
 
+/** A {@link CqInit} after its checks (module-private). */
+export interface CheckedCqInit {
+  /** Minimum number of entries. */
+  readonly cqe: number;
+  /** The completion channel, or null. */
+  readonly channel: CompletionChannel | null;
+  /** Completion vector. */
+  readonly compVector: number;
+  /** Size of the native WC array one `poll` fills. */
+  readonly pollBatch: number;
+}
+
 /**
- * How a subclass creates its native CQ (e.g. `ibv_create_cq_ex`) and polls it instead of
- * `ibv_poll_cq` (module-private to the library).
+ * The native CQ a {@link CompletionQueue} wraps (module-private): its pointer and, for a CQ not
+ * polled with `ibv_poll_cq` (an extended CQ), the poll that fills the CQ's `struct ibv_wc` array.
  */
-export interface CqCreator {
-  /** Creates the native CQ after the checks passed; throws a typed error on failure. */
-  readonly create: () => NativePointer;
-  /**
-   * Given the CQ's native `struct ibv_wc` array, returns the poll that fills it (up to `max`
-   * entries, returning how many); absent: `ibv_poll_cq`.
-   */
-  readonly poller?: (wcs: NativeBlock, batch: number) => (max: number) => number;
+export interface CqHandle {
+  /** The `struct ibv_cq *`. */
+  readonly ptr: NativePointer;
+  /** Given the CQ's native WC array, returns the poll that fills it (up to `max` entries). */
+  readonly poll?: (wcs: NativeBlock) => (max: number) => number;
 }
 
-let creating: CqCreator | null = null;
+/**
+ * What a CQ shares with the QPs on it and the poller (module-private): the QPs `dispatch()` routes
+ * to, CQ events not acked yet, the pump of tracked work requests and the next tracked wr_id.
+ */
+class CqLinks {
+  readonly targets = new Map<number, CompletionTarget>();
+  unacked = 0;
+  pump: CompletionPump | null = null;
+  tags = 0n;
+  readonly #cq: CompletionQueue;
 
-/** Makes the next CQ constructed (a subclass's `super()` right after this) use `creator`. */
-export function createNext(creator: CqCreator): void {
-  creating = creator;
+  constructor(cq: CompletionQueue) {
+    this.#cq = cq;
+  }
+
+  /** Hands `wc` to the QP it belongs to, or to `onUnmatched`. */
+  route(wc: WorkCompletion): void {
+    const fn = this.targets.get(wc.qpNum)?.onCompletion ?? this.#cq.onUnmatched;
+    if (fn) fn(wc);
+  }
+
+  /** The pump that drives the CQ for tracked work requests (made on first use). */
+  pumpFor(): CompletionPump {
+    const cq = this.#cq;
+    return this.pump ??= new CompletionPump(cq, {
+      strategy: cq.channel ? undefined : "busy",
+      onUntracked: (wc) => this.route(wc as WorkCompletion),
+    });
+  }
 }
 
-let targetsOf: (cq: CompletionQueue) => Map<number, CompletionTarget>;
-let eventNoted: (cq: CompletionQueue, batch: number) => void;
-let pumpOf: (cq: CompletionQueue) => CompletionPump;
-let nextTag: (cq: CompletionQueue) => bigint;
-let trackerOf: (cq: CompletionQueue) => CompletionPump | null;
+const linksOf = new WeakMap<CompletionQueue, CqLinks>();
 
 type PollSpec = typeof IBVERBS_OPS.poll_cq;
 type NotifySpec = typeof IBVERBS_OPS.req_notify_cq;
@@ -105,67 +134,31 @@ export class CompletionQueue extends NativeResource {
   readonly #notify: PreparedCall<NotifySpec>;
   readonly #notifySolicited: PreparedCall<NotifySpec>;
   readonly #cqView: DataView;
-  readonly #targets = new Map<number, CompletionTarget>();
+  readonly #links: CqLinks;
   #pollMax: number;
   readonly #custom: ((max: number) => number) | null;
-  #unacked = 0;
-  #pump: CompletionPump | null = null;
-  #tags = 0n;
 
-  static {
-    targetsOf = (cq) => cq.#targets;
-    eventNoted = (cq, batch) => {
-      if (++cq.#unacked >= batch) cq.ackEvents();
-    };
-    pumpOf = (cq) =>
-      cq.#pump ??= new CompletionPump(cq, {
-        strategy: cq.channel ? undefined : "busy",
-        onUntracked: (wc) => cq.#route(wc as WorkCompletion),
-      });
-    nextTag = (cq) => TRACKED_WR_ID_BASE + cq.#tags++;
-    trackerOf = (cq) => cq.#pump;
-  }
-
-  /** Creates a CQ; prefer `context.createCq()`. */
-  constructor(context: Context, init: CqInit) {
-    const creator = creating;
-    creating = null;
-    checkResource<Context>(context, "Context", "context");
-    checkObject("CQ init", init);
-    if (init.channel !== undefined) {
-      checkResource<CompletionChannel>(init.channel, "CompletionChannel", "channel");
-      if (init.channel.context !== context) {
-        throw new InvalidArgumentError("the completion channel is on another device");
-      }
-    }
-    checkInteger("cqe", init.cqe, 1, 0x7fffffff);
-    const batch = checkInteger(
-      "pollBatch",
-      init.pollBatch ?? Math.min(init.cqe, 64),
-      1,
-      POLL_BATCH_MAX,
-    );
-    const vector = checkInteger("compVector", init.compVector ?? 0, 0, 0x7fffffff);
-    const n = native();
-    const cq = creator ? creator.create() : n.ibverbs.ibv_create_cq(
-      context.ptr,
-      init.cqe,
-      null,
-      init.channel?.ptr ?? null,
-      vector,
-    );
-    if (cq === null) throwErrno("ibv_create_cq", `cqe ${init.cqe}`);
+  /**
+   * Not for direct use: `context.createCq()` makes CQs (`context.createCqEx()` too): `init` is
+   * checked and the native CQ made before the object wraps it.
+   */
+  constructor(context: Context, init: CheckedCqInit, handle: CqHandle, token: symbol) {
+    checkConstruct(token, "CQs are made by context.createCq()");
     super("CompletionQueue", [context, init.channel]);
+    const n = native();
+    const cq = handle.ptr;
     this.ptr = cq;
     this.context = context;
-    this.channel = init.channel ?? null;
+    this.channel = init.channel;
+    this.#links = new CqLinks(this);
+    linksOf.set(this, this.#links);
     const L = layouts();
     this.#cqView = new DataView(n.arrayBuffer(cq, L.ibv_cq.size));
-    this.pollBatch = batch;
+    this.pollBatch = init.pollBatch;
     this.#wcs = new NativeBlock(L.ibv_wc.size * this.pollBatch, 64);
     this.wc = new WorkCompletion(this.#wcs.view, this.#wcs.ptr);
     this.#pollMax = this.pollBatch;
-    this.#custom = creator?.poller?.(this.#wcs, this.pollBatch) ?? null;
+    this.#custom = handle.poll?.(this.#wcs) ?? null;
     this.#poll = n.prepareCall(context.op("poll_cq")!, IBVERBS_OPS.poll_cq, [
       cq,
       this.pollBatch,
@@ -213,15 +206,8 @@ export class CompletionQueue extends NativeResource {
    */
   dispatch(max: number = this.pollBatch): number {
     const got = this.poll(max);
-    for (let i = 0; i < got; i++) {
-      this.#route(this.wc.at(i));
-    }
+    for (let i = 0; i < got; i++) this.#links.route(this.wc.at(i));
     return got;
-  }
-
-  #route(wc: WorkCompletion): void {
-    const fn = this.#targets.get(wc.qpNum)?.onCompletion ?? this.onUnmatched;
-    if (fn) fn(wc);
   }
 
   /**
@@ -251,7 +237,7 @@ export class CompletionQueue extends NativeResource {
     } catch (e) {
       return Promise.reject(e);
     }
-    return pumpOf(this).track(wrId, options);
+    return this.#links.pumpFor().track(wrId, options);
   }
 
   #withStrategy(options: CompletionWaitOptions): CompletionWaitOptions {
@@ -279,14 +265,15 @@ export class CompletionQueue extends NativeResource {
 
   /** CQ events received from the channel and not yet acked. */
   get unackedEvents(): number {
-    return this.#unacked;
+    return this.#links.unacked;
   }
 
   /** Acks every counted CQ event now (`ibv_ack_cq_events`). */
   ackEvents(): void {
-    if (this.#unacked === 0) return;
-    native().ibverbs.ibv_ack_cq_events(this.ptr, this.#unacked);
-    this.#unacked = 0;
+    const links = this.#links;
+    if (links.unacked === 0) return;
+    native().ibverbs.ibv_ack_cq_events(this.ptr, links.unacked);
+    links.unacked = 0;
   }
 
   /** Releases the native object (called once by `close()`). */
@@ -294,7 +281,7 @@ export class CompletionQueue extends NativeResource {
     const n = native();
     // pending waits and tracked WRs settle with a typed error instead of hanging
     const closed = new ClosedError("CompletionQueue");
-    this.#pump?.close(closed);
+    this.#links.pump?.close(closed);
     cancelCompletionWaits(this, closed);
     this.ackEvents(); // ibv_destroy_cq waits for every retrieved event to be acked
     forgetObject(this.context, this.ptr);
@@ -309,7 +296,7 @@ export class CompletionQueue extends NativeResource {
 
 /** Registers a QP for `cq.dispatch()` (module-private: QPs do it for their CQs). */
 export function attachTarget(cq: CompletionQueue, target: CompletionTarget): void {
-  targetsOf(cq).set(target.qpNum, target);
+  linksOf.get(cq)!.targets.set(target.qpNum, target);
 }
 
 /**
@@ -317,7 +304,7 @@ export function attachTarget(cq: CompletionQueue, target: CompletionTarget): voi
  * completion comes for them once the QP is gone (module-private: QPs call it when they close).
  */
 export function detachTarget(cq: CompletionQueue, target: CompletionTarget): void {
-  const targets = targetsOf(cq);
+  const targets = linksOf.get(cq)!.targets;
   if (targets.get(target.qpNum) === target) targets.delete(target.qpNum);
   settleClosedQp(cq, target.qpNum);
 }
@@ -327,12 +314,12 @@ export function detachTarget(cq: CompletionQueue, target: CompletionTarget): voi
  * completion will come for them (module-private: QPs call it when they close).
  */
 export function settleClosedQp(cq: CompletionQueue, qpNum: number): void {
-  trackerOf(cq)?.tracker.rejectQp(qpNum, new ClosedError("QueuePair"));
+  linksOf.get(cq)!.pump?.tracker.rejectQp(qpNum, new ClosedError("QueuePair"));
 }
 
 /** Counts one CQ event; acks in batches of `batch` (module-private: the channel calls it). */
 export function noteCqEvent(cq: CompletionQueue, batch: number): void {
-  eventNoted(cq, batch);
+  if (++linksOf.get(cq)!.unacked >= batch) cq.ackEvents();
 }
 
 /**
@@ -348,11 +335,12 @@ export function trackTagged(
   post: (tag: bigint) => void,
 ): Promise<CompletionRecord> {
   cq.assertOpen();
-  const tag = nextTag(cq);
+  const links = linksOf.get(cq)!;
+  const tag = TRACKED_WR_ID_BASE + links.tags++;
   post(tag);
   const release = holdMemory(wr.sg);
   const reportAs = BigInt(wr.wrId ?? 0);
-  return pumpOf(cq).track(tag, { ...options, qpNum: qp.qpNum, reportAs }).then(
+  return links.pumpFor().track(tag, { ...options, qpNum: qp.qpNum, reportAs }).then(
     (r) => {
       release();
       return r;
@@ -362,4 +350,41 @@ export function trackTagged(
       throw e;
     },
   );
+}
+
+/** Checks the options of a CQ before anything is created (module-private). */
+export function checkCqInit(context: Context, init: CqInit): CheckedCqInit {
+  checkObject("CQ init", init);
+  if (init.channel !== undefined) {
+    checkResource<CompletionChannel>(init.channel, "CompletionChannel", "channel");
+    if (init.channel.context !== context) {
+      throw new InvalidArgumentError("the completion channel is on another device");
+    }
+  }
+  const cqe = checkInteger("cqe", init.cqe, 1, 0x7fffffff);
+  return {
+    cqe,
+    channel: init.channel ?? null,
+    compVector: checkInteger("compVector", init.compVector ?? 0, 0, 0x7fffffff),
+    pollBatch: checkInteger("pollBatch", init.pollBatch ?? Math.min(cqe, 64), 1, POLL_BATCH_MAX),
+  };
+}
+
+/** `ibv_create_cq` (module-private: `context.createCq`). */
+export function createCq(context: Context, init: CqInit): CompletionQueue {
+  const c = checkCqInit(context, init);
+  const ptr = native().ibverbs.ibv_create_cq(
+    context.ptr,
+    c.cqe,
+    null,
+    c.channel?.ptr ?? null,
+    c.compVector,
+  );
+  if (ptr === null) throwErrno("ibv_create_cq", `cqe ${c.cqe}`);
+  try {
+    return new CompletionQueue(context, c, { ptr }, CONSTRUCT);
+  } catch (e) {
+    native().ibverbs.ibv_destroy_cq(ptr);
+    throw e;
+  }
 }

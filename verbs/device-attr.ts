@@ -20,7 +20,7 @@ import {
 import { Errno } from "../types/errno.ts";
 import { throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
-import { readScalars } from "./structs.ts";
+import { readScalars } from "./_structs.ts";
 import type { Context } from "./context.ts";
 
 /** `struct ibv_device_attr` with camelCase names (64-bit fields as bigint) plus names. */

@@ -21,10 +21,10 @@
  * - An inline send can carry plain bytes (`inline: Uint8Array`, no MR): copied into the WR
  *   when posted, checked against the QP's granted `maxInlineData`.
  * - `pd.createQpEx` makes a QP that also posts through the `ibv_wr_*` API (`postSendEx`,
- *   `prepareSendEx`, or call by call); `context.createCqEx` a CQ reporting the fields of its
- *   `wcFlags`. Both are their classic class too. What the soft providers lack (timestamps, XRC,
- *   rereg, dma-buf, ODP, null MRs) raises UnsupportedError with the provider's errno; see
- *   the feature table in `verbs/README.md`.
+ *   `prepareSendEx`, or call by call in a `startBatch()` batch); `context.createCqEx` a CQ
+ *   reporting the fields of its `wcFlags`. Both are their classic class too. What the soft
+ *   providers lack (timestamps, XRC, rereg, dma-buf, ODP, null MRs) raises UnsupportedError with
+ *   the provider's errno; see the feature table in `verbs/README.md`.
  * - Completion-channel and async-event fds are non-blocking: `getEvent()` and
  *   `getAsyncEvent()` return null when nothing is pending. CQ events are acked in
  *   batches and always before the CQ is destroyed; async events are acked on read.
@@ -73,17 +73,19 @@ export { CompletionQueue, type CqInit, TRACKED_WR_ID_BASE } from "./cq.ts";
 export { CompletionQueueEx, type CqExInit, WC_STANDARD_FLAGS } from "./cq-ex.ts";
 export { CompletionChannel } from "./channel.ts";
 export { WorkCompletion, type WorkCompletionData } from "./wc.ts";
-export { type QpTransitionOptions, QueuePair, type RemoteEndpoint } from "./qp.ts";
+export { QueuePair } from "./qp.ts";
+export type { QpTransitionOptions, RemoteEndpoint } from "./qp-transition.ts";
 export type { CreatableQpType, GrantedCap, QpCap, QpInit } from "./qp-init.ts";
 export type { QpAttr, QpAttrs } from "./qp-attr.ts";
 export {
   type ExQpType,
-  PreparedSendEx,
   type QpExInit,
   QueuePairEx,
   type SendWrEx,
   type XrcTarget,
 } from "./qp-ex.ts";
+export { SendBatch } from "./send-batch.ts";
+export { PreparedSendEx } from "./prepared-ex.ts";
 export { SharedReceiveQueue, type SrqAttr, type SrqInit } from "./srq.ts";
 export { type XrcdInit, XrcDomain, XrcRecvQp, XrcSrq, type XrcSrqInit } from "./xrc.ts";
 export { AddressHandle, type AhAttr, type AhAttrData, type GlobalRoute } from "./ah.ts";

@@ -20,7 +20,7 @@ import { nativeError, strerror, throwReturned } from "../ffi/errors.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import type { NativeBlock } from "../ffi/memory.ts";
 import { Errno } from "../types/errno.ts";
-import { NativeResource } from "../ffi/resource.ts";
+import { checkConstruct, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
 import type { ProtectionDomain } from "./pd.ts";
 import { isU64, type Sge, type U64 } from "./wr.ts";
 import { checkInteger, describe } from "../types/check.ts";
@@ -100,8 +100,8 @@ export interface ReregOptions {
 /** The length of a null MR: any SGE length (it reads zeros and drops writes). */
 const NULL_MR_LENGTH = 0xffffffff;
 
-const construct = Symbol("MemoryRegion");
-let holdOf: (mr: MemoryRegion, delta: number) => void;
+/** How many tracked work requests use each MR (module-private: `holdMemory`). */
+const holds = new WeakMap<MemoryRegion, number>();
 
 /**
  * A registered memory region. `buffer` views the registered bytes zero-copy. Memory the library
@@ -133,13 +133,6 @@ export class MemoryRegion extends NativeResource {
   #access: number;
   #buffer: Uint8Array;
   #block: NativeBlock | null;
-  #held = 0;
-
-  static {
-    holdOf = (mr, delta) => {
-      mr.#held += delta;
-    };
-  }
 
   /** Not for direct use: `pd.allocBuffer()`, `pd.registerMemory()` and kin make MRs. */
   constructor(
@@ -149,9 +142,7 @@ export class MemoryRegion extends NativeResource {
     iova: U64 | undefined,
     token: symbol,
   ) {
-    if (token !== construct) {
-      throw new InvalidArgumentError("MRs are made by pd.allocBuffer() or pd.registerMemory()");
-    }
+    checkConstruct(token, "MRs are made by pd.allocBuffer() or pd.registerMemory()");
     const block = "block" in backing ? backing.block : null;
     const buffer = block ? block.bytes : "array" in backing ? backing.array : new Uint8Array(0);
     try {
@@ -358,8 +349,9 @@ export class MemoryRegion extends NativeResource {
 
   /** Refuses a direct `close()` while tracked work requests use the memory. */
   protected override closeRefusal(): string | null {
-    return this.#held > 0
-      ? `${this.#held} tracked work request(s) still use this MR: await them (or close their QP) first`
+    const held = holds.get(this) ?? 0;
+    return held > 0
+      ? `${held} tracked work request(s) still use this MR: await them (or close their QP) first`
       : null;
   }
 
@@ -379,12 +371,12 @@ export function registerDmabuf(
   range: DmabufRange,
   access: number,
 ): MemoryRegion {
-  return new MemoryRegion(pd, { dmabuf: range }, access, undefined, construct);
+  return new MemoryRegion(pd, { dmabuf: range }, access, undefined, CONSTRUCT);
 }
 
 /** `ibv_alloc_null_mr` (module-private: `pd.allocNullMr`). */
 export function allocNullMr(pd: ProtectionDomain): MemoryRegion {
-  return new MemoryRegion(pd, { nullMr: true }, AccessFlags.LOCAL_WRITE, undefined, construct);
+  return new MemoryRegion(pd, { nullMr: true }, AccessFlags.LOCAL_WRITE, undefined, CONSTRUCT);
 }
 
 /**
@@ -422,7 +414,7 @@ export function registerBlock(
   access: number,
   iova?: U64,
 ): MemoryRegion {
-  return new MemoryRegion(pd, { block }, access, iova, construct);
+  return new MemoryRegion(pd, { block }, access, iova, CONSTRUCT);
 }
 
 /** Registers a caller's array (module-private: `pd.registerMemory`). */
@@ -432,7 +424,7 @@ export function registerArray(
   access: number,
   iova?: U64,
 ): MemoryRegion {
-  return new MemoryRegion(pd, { array }, access, iova, construct);
+  return new MemoryRegion(pd, { array }, access, iova, CONSTRUCT);
 }
 
 /**
@@ -442,12 +434,13 @@ export function registerArray(
 export function holdMemory(sg: readonly Sge[] | undefined): () => void {
   if (!sg || sg.length === 0) return () => {};
   const mrs = sg.map((s) => s.mr);
-  for (const mr of mrs) holdOf(mr, 1);
+  const hold = (mr: MemoryRegion, delta: number) => holds.set(mr, (holds.get(mr) ?? 0) + delta);
+  for (const mr of mrs) hold(mr, 1);
   let done = false;
   return () => {
     if (done) return;
     done = true;
-    for (const mr of mrs) holdOf(mr, -1);
+    for (const mr of mrs) hold(mr, -1);
   };
 }
 
@@ -459,10 +452,4 @@ function memlockAware(errno: number, bytes: number): Error {
     "(`ulimit -l`): raise it (e.g. `ulimit -l unlimited` as root, `LimitMEMLOCK=infinity` " +
     "for a systemd service, or `* - memlock unlimited` in /etc/security/limits.conf)";
   return base;
-}
-
-/** Throws unless the MR is registered on `pd`. */
-export function checkSamePd(mr: MemoryRegion, pd: ProtectionDomain, what: string): void {
-  mr.assertOpen();
-  if (mr.pd !== pd) throw new InvalidArgumentError(`${what}: the MR belongs to another PD`);
 }

@@ -14,7 +14,7 @@ import { Errno } from "../types/errno.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { nativeError, throwReturned } from "../ffi/errors.ts";
-import { checkResource, NativeResource } from "../ffi/resource.ts";
+import { checkConstruct, checkResource, NativeResource } from "../ffi/resource.ts";
 import type { ProtectionDomain } from "./pd.ts";
 import { describe } from "../types/check.ts";
 import { NativeBlock, setU64 } from "../ffi/memory.ts";
@@ -22,8 +22,6 @@ import type { MemoryRegion } from "./mr.ts";
 import type { QueuePair } from "./qp.ts";
 import { QpStateError } from "./post-errors.ts";
 import { isU64, type U64 } from "./wr.ts";
-
-let rkeySetter: (mw: MemoryWindow, rkey: number) => void;
 
 /** A type-1 window's binding (`struct ibv_mw_bind`): the MR range it exposes and how. */
 export interface MwBindOptions {
@@ -49,18 +47,15 @@ export class MemoryWindow extends NativeResource {
   readonly pd: ProtectionDomain;
   /** `MwType.TYPE_1` or `MwType.TYPE_2`. */
   readonly type: MwType;
-  #rkey: number;
+  /** The `struct ibv_mw`: `rkey` lives there (the provider updates it when it binds). */
+  readonly #view: DataView;
   #boundMr: MemoryRegion | null = null;
 
-  static {
-    rkeySetter = (mw, rkey) => {
-      mw.#rkey = rkey;
-    };
-  }
-
-  /** Allocates a window; prefer `pd.allocMw()`. */
-  constructor(pd: ProtectionDomain, type: MwType = MwType.TYPE_2) {
+  /** Not for direct use: `pd.allocMw()` makes one. */
+  constructor(pd: ProtectionDomain, type: MwType | undefined, token: symbol) {
+    checkConstruct(token, "memory windows are made by pd.allocMw()");
     checkResource<ProtectionDomain>(pd, "ProtectionDomain", "pd");
+    type ??= MwType.TYPE_2;
     if (type !== MwType.TYPE_1 && type !== MwType.TYPE_2) {
       throw new InvalidArgumentError(`memory window type must be 1 or 2, got ${describe(type)}`);
     }
@@ -83,13 +78,12 @@ export class MemoryWindow extends NativeResource {
     this.ptr = mw;
     this.pd = pd;
     this.type = type;
-    const L = layouts().ibv_mw.fields.rkey;
-    this.#rkey = new DataView(n.arrayBuffer(mw, L.offset + 4)).getUint32(L.offset, true);
+    this.#view = mwView(mw);
   }
 
   /** The rkey a peer uses after the latest bind (advanced when a BIND_MW is posted). */
   get rkey(): number {
-    return this.#rkey;
+    return this.#view.getUint32(layouts().ibv_mw.fields.rkey.offset, true);
   }
 
   /** The rkey the next bind will use (`ibv_inc_rkey`: the low 8 bits advance). */
@@ -186,9 +180,7 @@ export class MemoryWindow extends NativeResource {
     });
     if (rc !== 0) throwReturned("ibv_bind_mw", rc, `${this.pd.context.deviceName}, QP ${qp.qpNum}`);
     this.#boundMr = len > 0 ? mr : null;
-    const R = L.ibv_mw.fields.rkey;
-    this.#rkey = new DataView(n.arrayBuffer(this.ptr, R.offset + 4)).getUint32(R.offset, true);
-    return this.#rkey;
+    return this.rkey;
   }
 
   /** Releases the native object (called once by `close()`). */
@@ -201,7 +193,15 @@ export class MemoryWindow extends NativeResource {
   }
 }
 
-/** Records the rkey a posted BIND_MW gave the window (module-private: the posting step). */
+/** A view of a `struct ibv_mw`. */
+function mwView(mw: NativePointer): DataView {
+  return new DataView(native().arrayBuffer(mw, layouts().ibv_mw.size));
+}
+
+/**
+ * Records the rkey a posted BIND_MW gave the window in `mw->rkey`, as a C program does after
+ * `ibv_inc_rkey` (module-private: the posting step).
+ */
 export function setWindowRkey(mw: MemoryWindow, rkey: number): void {
-  rkeySetter(mw, rkey);
+  mwView(mw.ptr).setUint32(layouts().ibv_mw.fields.rkey.offset, rkey, true);
 }

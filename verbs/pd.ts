@@ -13,7 +13,7 @@ import { InvalidArgumentError } from "../types/errors.ts";
 import { nativeError, throwErrno, throwReturned } from "../ffi/errors.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { type Sge, sgeLength, sgeProblem } from "./wr.ts";
-import { checkResource, NativeResource } from "../ffi/resource.ts";
+import { checkConstruct, checkResource, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
 import {
   allocNullMr,
   type DmabufRange,
@@ -25,8 +25,8 @@ import {
 } from "./mr.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { MemoryWindow } from "./mw.ts";
-import { QueuePair } from "./qp.ts";
-import { makeQpEx, type QpExInit, type QueuePairEx } from "./qp-ex.ts";
+import { createQp, type QueuePair } from "./qp.ts";
+import { createQpEx, type QpExInit, type QueuePairEx } from "./qp-ex.ts";
 import type { QpInit } from "./qp-init.ts";
 import { SharedReceiveQueue, type SrqInit } from "./srq.ts";
 import { type AddressHandle, type AhAttr, createAh, createAhFromWc } from "./ah.ts";
@@ -41,8 +41,9 @@ export class ProtectionDomain extends NativeResource {
   /** The context it was allocated on. */
   readonly context: Context;
 
-  /** Allocates a PD; prefer `context.allocPd()`. */
-  constructor(context: Context) {
+  /** Not for direct use: `context.allocPd()` makes one. */
+  constructor(context: Context, token: symbol) {
+    checkConstruct(token, "PDs are made by context.allocPd()");
     checkResource<Context>(context, "Context", "context");
     const pd = native().ibverbs.ibv_alloc_pd(context.ptr);
     if (pd === null) throwErrno("ibv_alloc_pd");
@@ -164,28 +165,28 @@ export class ProtectionDomain extends NativeResource {
   /** Allocates a memory window (type 2 by default). */
   allocMw(type?: MwType): MemoryWindow {
     this.assertOpen();
-    return new MemoryWindow(this, type);
+    return new MemoryWindow(this, type, CONSTRUCT);
   }
 
   /** Creates a queue pair; the real capabilities granted are in `qp.cap`. */
   createQp(init: QpInit): QueuePair {
     this.assertOpen();
-    return new QueuePair(this, init);
+    return createQp(this, init);
   }
 
   /**
    * `ibv_create_qp_ex` with `send_ops_flags`: a QP that also posts through the `ibv_wr_*` API
-   * (`postSendEx`, `prepareSendEx`, `wrStart` …). Providers without it raise UnsupportedError.
+   * (`postSendEx`, `prepareSendEx`, `startBatch` …). Providers without it raise UnsupportedError.
    */
   createQpEx(init: QpExInit): QueuePairEx {
     this.assertOpen();
-    return makeQpEx(this, init);
+    return createQpEx(this, init);
   }
 
   /** Creates a shared receive queue. */
   createSrq(init: SrqInit): SharedReceiveQueue {
     this.assertOpen();
-    return new SharedReceiveQueue(this, init);
+    return new SharedReceiveQueue(this, init, CONSTRUCT);
   }
 
   /** Creates an address handle from attributes. */

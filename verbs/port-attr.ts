@@ -26,7 +26,7 @@ import {
 import { InvalidArgumentError } from "../types/errors.ts";
 import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
-import { readScalars } from "./structs.ts";
+import { readScalars } from "./_structs.ts";
 import { formatGid } from "./gid.ts";
 import type { Context } from "./context.ts";
 import { checkInteger } from "../types/check.ts";

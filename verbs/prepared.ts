@@ -10,16 +10,14 @@ import { layouts } from "../ffi/native.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { WrOpcode } from "../types/enums.ts";
 import { setU64 } from "../ffi/memory.ts";
-import { NativeResource } from "../ffi/resource.ts";
-import { PostCall, type PostOp } from "./post.ts";
+import { checkConstruct, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
+import { PostCall, type PostOp } from "./_post.ts";
 import { countSges, isU64, type RecvWr, type SendWr, type U64 } from "./wr.ts";
-import { WrList } from "./wr-list.ts";
+import { WrList } from "./_wr-list.ts";
 import type { MemoryRegion } from "./mr.ts";
 import type { QueuePair } from "./qp.ts";
 import type { SharedReceiveQueue } from "./srq.ts";
 import { checkInteger, describe } from "../types/check.ts";
-
-const construct = Symbol("PreparedList");
 
 /** Makes checked send WRs into a PreparedSend (module-private: `qp.prepareSend`). */
 export function prepareSend(
@@ -27,7 +25,7 @@ export function prepareSend(
   wrs: readonly SendWr[],
   check: () => void,
 ): PreparedSend {
-  return new PreparedSend(qp, wrs, check, construct);
+  return new PreparedSend(qp, wrs, check, CONSTRUCT);
 }
 
 /** Makes checked receive WRs into a PreparedRecv (module-private: `prepareRecv`). */
@@ -37,7 +35,7 @@ export function prepareRecv(
   wrs: readonly RecvWr[],
   check: () => void,
 ): PreparedRecv {
-  return new PreparedRecv(owner, op, wrs, check, construct);
+  return new PreparedRecv(owner, op, wrs, check, CONSTRUCT);
 }
 
 /** The common part of prepared sends and receives: a native list, its call, the SGE bookkeeping. */
@@ -64,9 +62,7 @@ export abstract class PreparedList extends NativeResource {
     check: () => void,
     token: symbol,
   ) {
-    if (token !== construct) {
-      throw new InvalidArgumentError("prepared WRs are made by qp/srq.prepareSend/prepareRecv()");
-    }
+    checkConstruct(token, "prepared WRs are made by qp/srq.prepareSend/prepareRecv()");
     super(kind, [owner]);
     const L = layouts();
     const send = kind === "PreparedSend";

@@ -5,11 +5,15 @@
  * @module
  */
 
-import { layouts } from "../ffi/native.ts";
+import { layouts, native } from "../ffi/native.ts";
+import { throwReturned } from "../ffi/errors.ts";
+import type { NativeBlock } from "../ffi/memory.ts";
+import type { NativePointer } from "../types/ctypes.ts";
+import { InvalidArgumentError } from "../types/errors.ts";
 import { enumName, Mtu, QpAttrMask, QpState } from "../types/enums.ts";
 import { type AhAttr, encodeAhAttr } from "./ah.ts";
 import { formatGid } from "./gid.ts";
-import { readScalars } from "./structs.ts";
+import { readScalars } from "./_structs.ts";
 import { checkInteger, checkObject } from "../types/check.ts";
 
 /** QP attributes to modify; each field given sets its bit of the attribute mask. */
@@ -136,4 +140,28 @@ export function decodeQpAttr(view: DataView): QpAttrs {
       new Uint8Array(view.buffer, view.byteOffset + F["ah_attr.grh.dgid"].offset, 16),
     ),
   };
+}
+
+/**
+ * `ibv_modify_qp` of `qp` with `attr`, encoded in `block` (room for an `ibv_qp_attr`); `what`
+ * names the QP in the error.
+ */
+export function modifyQp(qp: NativePointer, block: NativeBlock, attr: QpAttr, what: string): void {
+  block.clear();
+  const mask = encodeQpAttr(block.view, attr);
+  if (mask === 0) throw new InvalidArgumentError("modify: no attribute given");
+  const rc = native().ibverbs.ibv_modify_qp(qp, block.ptr, mask);
+  if (rc !== 0) throwReturned("ibv_modify_qp", rc, what);
+}
+
+/**
+ * `ibv_query_qp` of `qp` for the attributes of `mask`, into `block` (an `ibv_qp_attr` followed by
+ * an `ibv_qp_init_attr`).
+ */
+export function queryQp(qp: NativePointer, block: NativeBlock, mask: number): QpAttrs {
+  block.clear();
+  const at = block.at(layouts().ibv_qp_attr.size);
+  const rc = native().ibverbs.ibv_query_qp(qp, block.ptr, mask, at);
+  if (rc !== 0) throwReturned("ibv_query_qp", rc);
+  return decodeQpAttr(block.view);
 }

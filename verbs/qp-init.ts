@@ -12,6 +12,7 @@ import { checkResource } from "../ffi/resource.ts";
 import { enumName, QpType } from "../types/enums.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import type { NativePointer } from "../types/ctypes.ts";
+import type { Layouts } from "../types/layout.ts";
 import type { CompletionQueue } from "./cq.ts";
 import type { SharedReceiveQueue } from "./srq.ts";
 import type { ProtectionDomain } from "./pd.ts";
@@ -67,7 +68,7 @@ export interface QpInit {
 /** A {@link QpInit} after its checks: the objects verified and the receive CQ resolved. */
 export interface CheckedQpInit {
   /** The QP type. */
-  readonly type: CreatableQpType;
+  readonly type: QpType;
   /** The send CQ. */
   readonly sendCq: CompletionQueue;
   /** The receive CQ (the send CQ when none was given). */
@@ -134,6 +135,40 @@ export function checkQpInit(
   };
 }
 
+/** The fields `struct ibv_qp_init_attr` shares with the start of `struct ibv_qp_init_attr_ex`. */
+type InitAttrFields = Layouts["ibv_qp_init_attr"]["fields"];
+
+/**
+ * Writes the checked init into an `ibv_qp_init_attr` (or the same leading fields of an
+ * `ibv_qp_init_attr_ex`): CQs, SRQ, capabilities, type, `sq_sig_all`. An XRC_SEND QP has no
+ * receive side: no receive CQ, no receive capabilities.
+ */
+export function writeInitAttr(a: NativeBlock, F: InitAttrFields, init: CheckedQpInit): void {
+  const v = a.view;
+  const recv = (init.type as QpType) !== QpType.XRC_SEND;
+  a.setPointer(F.send_cq.offset, init.sendCq.ptr);
+  a.setPointer(F.recv_cq.offset, recv ? init.recvCq.ptr : null);
+  a.setPointer(F.srq.offset, init.srq?.ptr ?? null);
+  v.setUint32(F["cap.max_send_wr"].offset, init.cap.maxSendWr, true);
+  v.setUint32(F["cap.max_recv_wr"].offset, recv ? init.cap.maxRecvWr : 0, true);
+  v.setUint32(F["cap.max_send_sge"].offset, init.cap.maxSendSge, true);
+  v.setUint32(F["cap.max_recv_sge"].offset, recv ? init.cap.maxRecvSge : 0, true);
+  v.setUint32(F["cap.max_inline_data"].offset, init.cap.maxInlineData, true);
+  v.setUint32(F.qp_type.offset, init.type, true);
+  v.setInt32(F.sq_sig_all.offset, init.sqSigAll ? 1 : 0, true);
+}
+
+/** The capabilities the provider granted, read back from the init attributes it wrote. */
+export function readGrantedCap(v: DataView, F: InitAttrFields): GrantedCap {
+  return Object.freeze({
+    maxSendWr: v.getUint32(F["cap.max_send_wr"].offset, true),
+    maxRecvWr: v.getUint32(F["cap.max_recv_wr"].offset, true),
+    maxSendSge: v.getUint32(F["cap.max_send_sge"].offset, true),
+    maxRecvSge: v.getUint32(F["cap.max_recv_sge"].offset, true),
+    maxInlineData: v.getUint32(F["cap.max_inline_data"].offset, true),
+  });
+}
+
 /**
  * Encodes `init` as a `struct ibv_qp_init_attr`, runs `create` with it (the provider writes the
  * granted capabilities back into it), and returns what `create` returned with those caps.
@@ -143,27 +178,9 @@ export function createWithInitAttr<T>(
   create: (attr: NativePointer) => T,
 ): [T, GrantedCap] {
   const A = layouts().ibv_qp_init_attr;
-  const F = A.fields;
   return NativeBlock.with(A.size, (a) => {
-    const v = a.view;
-    a.setPointer(F.send_cq.offset, init.sendCq.ptr);
-    a.setPointer(F.recv_cq.offset, init.recvCq.ptr);
-    a.setPointer(F.srq.offset, init.srq?.ptr ?? null);
-    v.setUint32(F["cap.max_send_wr"].offset, init.cap.maxSendWr, true);
-    v.setUint32(F["cap.max_recv_wr"].offset, init.cap.maxRecvWr, true);
-    v.setUint32(F["cap.max_send_sge"].offset, init.cap.maxSendSge, true);
-    v.setUint32(F["cap.max_recv_sge"].offset, init.cap.maxRecvSge, true);
-    v.setUint32(F["cap.max_inline_data"].offset, init.cap.maxInlineData, true);
-    v.setUint32(F.qp_type.offset, init.type, true);
-    v.setInt32(F.sq_sig_all.offset, init.sqSigAll ? 1 : 0, true);
+    writeInitAttr(a, A.fields, init);
     const result = create(a.ptr);
-    const cap: GrantedCap = Object.freeze({
-      maxSendWr: v.getUint32(F["cap.max_send_wr"].offset, true),
-      maxRecvWr: v.getUint32(F["cap.max_recv_wr"].offset, true),
-      maxSendSge: v.getUint32(F["cap.max_send_sge"].offset, true),
-      maxRecvSge: v.getUint32(F["cap.max_recv_sge"].offset, true),
-      maxInlineData: v.getUint32(F["cap.max_inline_data"].offset, true),
-    });
-    return [result, cap];
+    return [result, readGrantedCap(a.view, A.fields)];
   });
 }

@@ -8,23 +8,15 @@
 
 import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import {
-  enumName,
-  Mtu,
-  QpAttrMask,
-  QpState,
-  QpType,
-  SendFlags,
-  type WrOpcode,
-} from "../types/enums.ts";
+import { enumName, QpAttrMask, QpState, QpType, SendFlags, type WrOpcode } from "../types/enums.ts";
 import type { CompletionRecord } from "../poller/tracker.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
-import { checkResource, NativeResource } from "../ffi/resource.ts";
+import { checkConstruct, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
 import { formatGid, type GidLike, parseGid } from "./gid.ts";
-import { decodeQpAttr, encodeQpAttr, type QpAttr, type QpAttrs } from "./qp-attr.ts";
+import { modifyQp, type QpAttr, type QpAttrs, queryQp } from "./qp-attr.ts";
 import {
   type CheckedQpInit,
   checkQpInit,
@@ -32,7 +24,14 @@ import {
   type GrantedCap,
   type QpInit,
 } from "./qp-init.ts";
-import { ListPoster, One, postChecked } from "./post.ts";
+import {
+  initAttr,
+  type QpTransitionOptions,
+  type RemoteEndpoint,
+  rtrAttr,
+  rtsAttr,
+} from "./qp-transition.ts";
+import { ListPoster, One, postChecked } from "./_post.ts";
 import { InvalidWorkRequestError, QpStateError } from "./post-errors.ts";
 import { type PreparedRecv, type PreparedSend, prepareRecv, prepareSend } from "./prepared.ts";
 import {
@@ -43,60 +42,14 @@ import {
   type SendWr,
   sendWrProblem,
 } from "./wr.ts";
-import { commitBinds } from "./wr-list.ts";
+import { commitBinds } from "./_wr-list.ts";
 import { attachTarget, detachTarget, trackTagged } from "./cq.ts";
 import type { CompletionQueue } from "./cq.ts";
 import type { ProtectionDomain } from "./pd.ts";
 import type { SharedReceiveQueue } from "./srq.ts";
 import type { WorkCompletion } from "./wc.ts";
 import type { Context } from "./context.ts";
-import { contextObjects, forgetObject, rememberObject } from "./objects.ts";
-
-/** The other end of an RC/UC connection. */
-export interface RemoteEndpoint {
-  /** Remote QP number. */
-  readonly qpNum: number;
-  /** The PSN the remote side sends from (our receive PSN). */
-  readonly psn: number;
-  /** Remote GID (RoCE, or IB across subnets). */
-  readonly gid?: GidLike;
-  /** Remote LID (IB). */
-  readonly lid?: number;
-}
-
-/** Options of the state-transition helpers (`toInit`, `toRtr`, `toRts`, `activate`). */
-export interface QpTransitionOptions {
-  /** Local port (default 1). */
-  readonly port?: number;
-  /** P_Key index (default 0). */
-  readonly pkeyIndex?: number;
-  /** Remote access to allow (an OR of `AccessFlags`, RC/UC; default none). */
-  readonly accessFlags?: number;
-  /** Q_Key (UD; default 0x11111111). */
-  readonly qkey?: number;
-  /** Path MTU (default `Mtu.MTU_1024`). */
-  readonly pathMtu?: Mtu;
-  /** Local GID index for the GRH (required with a remote GID). */
-  readonly sgidIndex?: number;
-  /** Hop limit of the GRH (default 1). */
-  readonly hopLimit?: number;
-  /** Our send PSN (default 0). */
-  readonly psn?: number;
-  /** RC: responder resources (default 1). */
-  readonly maxDestRdAtomic?: number;
-  /** RC: initiator depth (default 1). */
-  readonly maxRdAtomic?: number;
-  /** RC: minimum RNR NAK timer (default 12). */
-  readonly minRnrTimer?: number;
-  /** RC: local ACK timeout exponent, 4.096 µs × 2^timeout (default 14, about 67 ms). */
-  readonly timeout?: number;
-  /** RC: transport retries (default 7). */
-  readonly retryCnt?: number;
-  /** RC: RNR retries (default 7 = infinite). */
-  readonly rnrRetry?: number;
-  /** Service level (default 0). */
-  readonly sl?: number;
-}
+import { contextObjects, forgetObject, rememberObject } from "./_objects.ts";
 
 // every standard attribute (providers reject unknown bits such as RATE_LIMIT)
 const QUERY_MASK = Object.values(QpAttrMask).reduce((m: number, b) => m | b, 0) &
@@ -106,19 +59,18 @@ const STATE_NAMES: string[] = [];
 for (const v of Object.values(QpState)) STATE_NAMES[v] = enumName(QpState, v, "IBV_QPS_");
 
 /**
- * A QP created elsewhere (rdma_cm, or `ibv_create_qp_ex` for a subclass) that a
- * {@link QueuePair} wraps instead of creating one.
+ * The native QP a {@link QueuePair} wraps, however it was made (`ibv_create_qp`,
+ * `ibv_create_qp_ex`, `rdma_create_qp`): its pointer, the capabilities the provider granted, and
+ * how to release it (module-private to the library).
  */
-interface Adopted {
+export interface QpHandle {
+  /** The `struct ibv_qp *`. */
   readonly ptr: NativePointer;
+  /** The granted capabilities. */
   readonly cap: GrantedCap;
+  /** Releases the native QP; throws a typed error when that fails. */
   readonly destroy: () => void;
-  /** The QP types the init may name (default RC, UC, UD). */
-  readonly types?: readonly QpType[];
 }
-
-let adopting: Adopted | null = null;
-let setState: (qp: QueuePair, state: QpState) => void;
 
 /** A queue pair. */
 export class QueuePair extends NativeResource {
@@ -148,7 +100,7 @@ export class QueuePair extends NativeResource {
   readonly #send: ListPoster;
   readonly #recv: ListPoster;
   readonly #limits: SendLimits;
-  readonly #adoptedDestroy: (() => void) | null;
+  readonly #release: () => void;
   readonly #oneSend = new One<SendWr>();
   readonly #oneRecv = new One<RecvWr>();
   readonly #sendProblem: (wr: SendWr) => string | null;
@@ -158,31 +110,19 @@ export class QueuePair extends NativeResource {
   readonly #checkSend = () => this.#checkSendState();
   readonly #checkRecv = () => this.#checkRecvState();
 
-  static {
-    setState = (qp, state) => qp.#view.setUint32(qp.#stateOffset, state, true);
-  }
-
-  /** Creates a QP; prefer `pd.createQp()`. */
-  constructor(pd: ProtectionDomain, init: QpInit) {
-    const adopted = adopting;
-    adopting = null;
-    checkResource<ProtectionDomain>(pd, "ProtectionDomain", "pd");
-    const c: CheckedQpInit = checkQpInit(pd, init, adopted?.types);
+  /**
+   * Not for direct use: `pd.createQp()` makes QPs (`pd.createQpEx()` and `id.createQp()` too):
+   * `init` is checked and the native QP made before the object wraps it.
+   */
+  constructor(pd: ProtectionDomain, c: CheckedQpInit, handle: QpHandle, token: symbol) {
+    checkConstruct(token, "QPs are made by pd.createQp()");
+    super("QueuePair", [pd, c.sendCq, c.recvCq, c.srq]);
     const n = native();
     const L = layouts();
-    const [qp, cap] = adopted
-      ? [adopted.ptr, Object.freeze({ ...adopted.cap })]
-      : createWithInitAttr(
-        c,
-        (attr) => {
-          const p = n.ibverbs.ibv_create_qp(pd.ptr, attr);
-          if (p === null) throwErrno("ibv_create_qp");
-          return p;
-        },
-      );
-    super("QueuePair", [pd, c.sendCq, c.recvCq, c.srq]);
+    const qp = handle.ptr;
+    const cap = Object.freeze({ ...handle.cap });
     this.ptr = qp;
-    this.#adoptedDestroy = adopted?.destroy ?? null;
+    this.#release = handle.destroy;
     this.pd = pd;
     this.context = pd.context;
     this.type = c.type;
@@ -229,85 +169,31 @@ export class QueuePair extends NativeResource {
   /** `ibv_modify_qp` with the given attributes (the mask follows from the fields). */
   modify(attr: QpAttr): void {
     this.assertOpen();
-    this.#attr.clear();
-    const mask = encodeQpAttr(this.#attr.view, attr);
-    if (mask === 0) throw new InvalidArgumentError("modify: no attribute given");
-    const rc = native().ibverbs.ibv_modify_qp(this.ptr, this.#attr.ptr, mask);
-    if (rc !== 0) {
-      const to = attr.qpState === undefined ? "" : ` to ${STATE_NAMES[attr.qpState]}`;
-      throwReturned("ibv_modify_qp", rc, `QP ${this.qpNum}${to}`);
-    }
+    const to = attr?.qpState === undefined ? "" : ` to ${STATE_NAMES[attr.qpState]}`;
+    modifyQp(this.ptr, this.#attr, attr, `QP ${this.qpNum}${to}`);
   }
 
   /** `ibv_query_qp`: every attribute, with the state's name and the caps. */
   query(): QpAttrs {
     this.assertOpen();
-    const L = layouts();
-    this.#attr.clear();
-    const rc = native().ibverbs.ibv_query_qp(
-      this.ptr,
-      this.#attr.ptr,
-      QUERY_MASK,
-      this.#attr.at(L.ibv_qp_attr.size),
-    );
-    if (rc !== 0) throwReturned("ibv_query_qp", rc);
-    return decodeQpAttr(this.#attr.view);
+    return queryQp(this.ptr, this.#attr, QUERY_MASK);
   }
 
   /** RESET → INIT (port, P_Key index, and access flags for RC/UC or Q_Key for UD). */
   toInit(o: QpTransitionOptions = {}): void {
-    this.modify({
-      qpState: QpState.INIT,
-      pkeyIndex: o.pkeyIndex ?? 0,
-      port: o.port ?? 1,
-      ...(this.type === QpType.UD
-        ? { qkey: o.qkey ?? 0x11111111 }
-        : { accessFlags: o.accessFlags ?? 0 }),
-    });
+    this.modify(initAttr(this.type, o));
   }
 
   /** INIT → RTR. RC/UC need the remote QP number, PSN and GID (or LID); UD needs nothing. */
   toRtr(remote?: RemoteEndpoint, o: QpTransitionOptions = {}): void {
     if (this.type === QpType.UD) return this.modify({ qpState: QpState.RTR });
-    if (typeof remote !== "object" || remote === null) {
-      throw new InvalidArgumentError("toRtr: an RC/UC QP needs the remote endpoint");
-    }
-    if (remote.gid !== undefined && o.sgidIndex === undefined) {
-      throw new InvalidArgumentError("toRtr: a remote GID needs options.sgidIndex");
-    }
-    this.modify({
-      qpState: QpState.RTR,
-      pathMtu: o.pathMtu ?? Mtu.MTU_1024,
-      destQpNum: remote.qpNum,
-      rqPsn: remote.psn,
-      ahAttr: {
-        port: o.port ?? 1,
-        dlid: remote.lid ?? 0,
-        sl: o.sl ?? 0,
-        grh: remote.gid === undefined
-          ? undefined
-          : { dgid: remote.gid, sgidIndex: o.sgidIndex!, hopLimit: o.hopLimit ?? 1 },
-      },
-      ...(this.type === QpType.RC
-        ? { maxDestRdAtomic: o.maxDestRdAtomic ?? 1, minRnrTimer: o.minRnrTimer ?? 12 }
-        : {}),
-    });
+    const what = "an RC/UC QP needs the remote endpoint";
+    this.modify(rtrAttr("toRtr", what, remote, o, this.type === QpType.RC));
   }
 
   /** RTR → RTS (send PSN; RC also timeout, retry counts, initiator depth). */
   toRts(o: QpTransitionOptions = {}): void {
-    this.modify({
-      qpState: QpState.RTS,
-      sqPsn: o.psn ?? 0,
-      ...(this.type === QpType.RC
-        ? {
-          timeout: o.timeout ?? 14,
-          retryCnt: o.retryCnt ?? 7,
-          rnrRetry: o.rnrRetry ?? 7,
-          maxRdAtomic: o.maxRdAtomic ?? 1,
-        }
-        : {}),
-    });
+    this.modify(rtsAttr(this.type, o));
   }
 
   /**
@@ -491,13 +377,13 @@ export class QueuePair extends NativeResource {
     detachTarget(this.sendCq, this);
     detachTarget(this.recvCq, this);
     forgetObject(this.context, this.ptr);
-    let rc = 0;
-    if (this.#adoptedDestroy) this.#adoptedDestroy();
-    else rc = native().ibverbs.ibv_destroy_qp(this.ptr);
-    this.#send.free();
-    this.#recv.free();
-    this.#attr.free();
-    if (rc !== 0) throwReturned("ibv_destroy_qp", rc);
+    try {
+      this.#release();
+    } finally {
+      this.#send.free();
+      this.#recv.free();
+      this.#attr.free();
+    }
   }
 }
 
@@ -508,25 +394,52 @@ function isMulticastGid(raw: Uint8Array): boolean {
   return raw[10] === 0xff && raw[11] === 0xff && (raw[12] & 0xf0) === 0xe0;
 }
 
-/**
- * Makes the next {@link QueuePair} constructed (a subclass's `super()` call, right after this)
- * wrap `adopted` instead of creating a QP (module-private to the library).
- */
-export function adoptNext(adopted: Adopted): void {
-  adopting = adopted;
+/** Releases a QP made with `ibv_create_qp` or `ibv_create_qp_ex`. */
+export function destroyVerbsQp(ptr: NativePointer): () => void {
+  return () => {
+    const rc = native().ibverbs.ibv_destroy_qp(ptr);
+    if (rc !== 0) throwReturned("ibv_destroy_qp", rc);
+  };
 }
 
 /**
- * Wraps a QP created elsewhere (`rdma_create_qp`): `destroy` replaces `ibv_destroy_qp` when
- * the QP is closed (module-private to the library).
+ * Wraps a native QP (module-private: each way of creating one calls it once the QP exists); the
+ * QP is released again if the wrapper cannot be made.
  */
-export function adoptQp(pd: ProtectionDomain, init: QpInit, adopted: Adopted): QueuePair {
-  adopting = adopted;
+export function wrapQp<T extends QueuePair>(handle: QpHandle, make: (h: QpHandle) => T): T {
+  // released once, whether by a failed wrapper here or later by the object's close()
+  let released = false;
+  const destroy = () => {
+    if (released) return;
+    released = true;
+    handle.destroy();
+  };
   try {
-    return new QueuePair(pd, init);
-  } finally {
-    adopting = null;
+    return make({ ...handle, destroy });
+  } catch (e) {
+    destroy();
+    throw e;
   }
+}
+
+/** `ibv_create_qp` (module-private: `pd.createQp`). */
+export function createQp(pd: ProtectionDomain, init: QpInit): QueuePair {
+  const c = checkQpInit(pd, init);
+  const [ptr, cap] = createWithInitAttr(c, (attr) => {
+    const p = native().ibverbs.ibv_create_qp(pd.ptr, attr);
+    if (p === null) throwErrno("ibv_create_qp");
+    return p;
+  });
+  const handle = { ptr, cap, destroy: destroyVerbsQp(ptr) };
+  return wrapQp(handle, (h) => new QueuePair(pd, c, h, CONSTRUCT));
+}
+
+/**
+ * Wraps a QP created elsewhere (`rdma_create_qp`), whose `destroy` replaces `ibv_destroy_qp`
+ * (module-private to the library).
+ */
+export function adoptQp(pd: ProtectionDomain, init: CheckedQpInit, handle: QpHandle): QueuePair {
+  return wrapQp(handle, (h) => new QueuePair(pd, init, h, CONSTRUCT));
 }
 
 /**
@@ -535,7 +448,9 @@ export function adoptQp(pd: ProtectionDomain, init: QpInit, adopted: Adopted): Q
  * not modify the QP (module-private: the connection manager uses it).
  */
 export function recordQpState(qp: QueuePair, state: QpState): void {
-  if (!qp.closed) setState(qp, state);
+  if (qp.closed) return;
+  const L = layouts().ibv_qp;
+  new DataView(native().arrayBuffer(qp.ptr, L.size)).setUint32(L.fields.state.offset, state, true);
 }
 
 /** The open QP numbered `qpNum` of context `ctx`, if this library made it (module-private). */

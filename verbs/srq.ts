@@ -10,13 +10,13 @@ import type { NativePointer } from "../types/ctypes.ts";
 import { SrqAttrMask } from "../types/enums.ts";
 import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
-import { checkResource, NativeResource } from "../ffi/resource.ts";
-import { ListPoster, One, postChecked } from "./post.ts";
+import { checkConstruct, checkResource, NativeResource } from "../ffi/resource.ts";
+import { ListPoster, One, postChecked } from "./_post.ts";
 import { InvalidWorkRequestError } from "./post-errors.ts";
 import { type PreparedRecv, prepareRecv } from "./prepared.ts";
 import { type RecvWr, recvWrProblem } from "./wr.ts";
 import type { Context } from "./context.ts";
-import { forgetObject, rememberObject } from "./objects.ts";
+import { forgetObject, rememberObject } from "./_objects.ts";
 import type { ProtectionDomain } from "./pd.ts";
 import { checkInteger, checkObject } from "../types/check.ts";
 
@@ -58,8 +58,9 @@ export class SharedReceiveQueue extends NativeResource {
   readonly #problem: (wr: RecvWr) => string | null;
   readonly #postRecv: (wrs: readonly RecvWr[], count: number) => void;
 
-  /** Creates an SRQ; prefer `pd.createSrq()`. */
-  constructor(pd: ProtectionDomain, init: SrqInit) {
+  /** Not for direct use: `pd.createSrq()` makes one. */
+  constructor(pd: ProtectionDomain, init: SrqInit, token: symbol) {
+    checkConstruct(token, "SRQs are made by pd.createSrq()");
     checkResource<ProtectionDomain>(pd, "ProtectionDomain", "pd");
     checkObject("SRQ init", init);
     const u32 = (name: string, v: number | undefined, dflt: number, min: number) =>

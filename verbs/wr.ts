@@ -320,8 +320,14 @@ export function isU64(v: unknown): v is U64 {
     : Number.isSafeInteger(v) && v as number >= 0;
 }
 
-function isU32(v: unknown): v is number {
+/** True for an unsigned 32-bit integer. */
+export function isU32(v: unknown): v is number {
   return Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 0xffffffff;
+}
+
+/** A 32-bit value with its bytes swapped: host order ↔ the network order of `__be32` fields. */
+export function bswap32(v: number): number {
+  return (((v & 0xff) << 24) | ((v & 0xff00) << 8) | ((v >>> 8) & 0xff00) | (v >>> 24)) >>> 0;
 }
 
 function u64Problem(name: string, v: unknown): string | null {

@@ -14,11 +14,9 @@
 import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import {
-  Mtu,
   QpAttrMask,
   QpInitAttrMask,
   QpOpenAttrMask,
-  QpState,
   QpType,
   SrqInitAttrMask,
   SrqType,
@@ -29,13 +27,18 @@ import { InvalidArgumentError } from "../types/errors.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { nativeError, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
-import { checkResource, NativeResource } from "../ffi/resource.ts";
-import { ListPoster, One, postChecked } from "./post.ts";
+import { checkConstruct, checkResource, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
+import { ListPoster, One, postChecked } from "./_post.ts";
 import { type RecvWr, recvWrProblem } from "./wr.ts";
-import { decodeQpAttr, encodeQpAttr, type QpAttr, type QpAttrs } from "./qp-attr.ts";
-import type { QpTransitionOptions, RemoteEndpoint } from "./qp.ts";
+import { modifyQp, type QpAttr, type QpAttrs, queryQp } from "./qp-attr.ts";
+import {
+  initAttr,
+  type QpTransitionOptions,
+  type RemoteEndpoint,
+  rtrAttr,
+} from "./qp-transition.ts";
 import type { Context } from "./context.ts";
-import { forgetObject, rememberObject } from "./objects.ts";
+import { forgetObject, rememberObject } from "./_objects.ts";
 import type { ProtectionDomain } from "./pd.ts";
 import type { CompletionQueue } from "./cq.ts";
 
@@ -67,8 +70,6 @@ export interface XrcSrqInit {
   readonly limit?: number;
 }
 
-const construct = Symbol("xrc");
-
 /** An XRC domain (`ibv_open_xrcd`). */
 export class XrcDomain extends NativeResource {
   /** The `struct ibv_xrcd *`. */
@@ -78,9 +79,7 @@ export class XrcDomain extends NativeResource {
 
   /** Not for direct use: `context.openXrcd()` makes one. */
   constructor(context: Context, init: XrcdInit, token: symbol) {
-    if (token !== construct) {
-      throw new InvalidArgumentError("XRC domains are made by context.openXrcd()");
-    }
+    checkConstruct(token, "XRC domains are made by context.openXrcd()");
     checkResource<Context>(context, "Context", "context");
     if (typeof init !== "object" || init === null) {
       throw new InvalidArgumentError("XRC domain options must be an object");
@@ -117,13 +116,13 @@ export class XrcDomain extends NativeResource {
   /** `ibv_create_srq_ex` (type XRC): an SRQ of this domain; senders address it by `srqNum`. */
   createSrq(init: XrcSrqInit): XrcSrq {
     this.assertOpen();
-    return new XrcSrq(this, init, construct);
+    return new XrcSrq(this, init, CONSTRUCT);
   }
 
   /** `ibv_create_qp_ex` (type XRC_RECV): a receive QP of this domain. */
   createRecvQp(): XrcRecvQp {
     this.assertOpen();
-    return new XrcRecvQp(this, null, construct);
+    return new XrcRecvQp(this, null, CONSTRUCT);
   }
 
   /** `ibv_open_qp`: opens the XRC_RECV QP `qpNum` of this domain (made by another process). */
@@ -132,7 +131,7 @@ export class XrcDomain extends NativeResource {
     if (!Number.isInteger(qpNum) || qpNum < 0 || qpNum > 0xffffff) {
       throw new InvalidArgumentError(`qpNum must be a 24-bit QP number, got ${qpNum}`);
     }
-    return new XrcRecvQp(this, qpNum, construct);
+    return new XrcRecvQp(this, qpNum, CONSTRUCT);
   }
 
   /** Releases the native object (called once by `close()`). */
@@ -170,9 +169,7 @@ export class XrcSrq extends NativeResource {
 
   /** Not for direct use: `xrcd.createSrq()` makes one. */
   constructor(xrcd: XrcDomain, init: XrcSrqInit, token: symbol) {
-    if (token !== construct) {
-      throw new InvalidArgumentError("XRC SRQs are made by xrcd.createSrq()");
-    }
+    checkConstruct(token, "XRC SRQs are made by xrcd.createSrq()");
     if (typeof init !== "object" || init === null) {
       throw new InvalidArgumentError("XRC SRQ init must be an object");
     }
@@ -286,9 +283,7 @@ export class XrcRecvQp extends NativeResource {
 
   /** Not for direct use: `xrcd.createRecvQp()` / `xrcd.openQp()` make one. */
   constructor(xrcd: XrcDomain, qpNum: number | null, token: symbol) {
-    if (token !== construct) {
-      throw new InvalidArgumentError("XRC receive QPs are made by the XRC domain");
-    }
+    checkConstruct(token, "XRC receive QPs are made by the XRC domain");
     const n = native();
     const L = layouts();
     const context = xrcd.context;
@@ -335,57 +330,20 @@ export class XrcRecvQp extends NativeResource {
   /** `ibv_modify_qp` with the given attributes. */
   modify(attr: QpAttr): void {
     this.assertOpen();
-    this.#attr.clear();
-    const mask = encodeQpAttr(this.#attr.view, attr);
-    if (mask === 0) throw new InvalidArgumentError("modify: no attribute given");
-    const rc = native().ibverbs.ibv_modify_qp(this.ptr, this.#attr.ptr, mask);
-    if (rc !== 0) throwReturned("ibv_modify_qp", rc, `XRC QP ${this.qpNum}`);
+    modifyQp(this.ptr, this.#attr, attr, `XRC QP ${this.qpNum}`);
   }
 
   /** `ibv_query_qp`: its attributes. */
   query(): QpAttrs {
     this.assertOpen();
-    this.#attr.clear();
-    const rc = native().ibverbs.ibv_query_qp(
-      this.ptr,
-      this.#attr.ptr,
-      QpStateMask,
-      this.#attr.at(layouts().ibv_qp_attr.size),
-    );
-    if (rc !== 0) throwReturned("ibv_query_qp", rc);
-    return decodeQpAttr(this.#attr.view);
+    return queryQp(this.ptr, this.#attr, QpStateMask);
   }
 
   /** RESET → INIT → RTR towards the remote XRC_SEND QP (its number and PSN, GID on RoCE). */
   activate(remote: RemoteEndpoint, o: QpTransitionOptions = {}): void {
-    if (typeof remote !== "object" || remote === null) {
-      throw new InvalidArgumentError("activate: the remote XRC_SEND endpoint is required");
-    }
-    if (remote.gid !== undefined && o.sgidIndex === undefined) {
-      throw new InvalidArgumentError("activate: a remote GID needs options.sgidIndex");
-    }
-    this.modify({
-      qpState: QpState.INIT,
-      pkeyIndex: o.pkeyIndex ?? 0,
-      port: o.port ?? 1,
-      accessFlags: o.accessFlags ?? 0,
-    });
-    this.modify({
-      qpState: QpState.RTR,
-      pathMtu: o.pathMtu ?? Mtu.MTU_1024,
-      destQpNum: remote.qpNum,
-      rqPsn: remote.psn,
-      maxDestRdAtomic: o.maxDestRdAtomic ?? 1,
-      minRnrTimer: o.minRnrTimer ?? 12,
-      ahAttr: {
-        port: o.port ?? 1,
-        dlid: remote.lid ?? 0,
-        sl: o.sl ?? 0,
-        grh: remote.gid === undefined
-          ? undefined
-          : { dgid: remote.gid, sgidIndex: o.sgidIndex!, hopLimit: o.hopLimit ?? 1 },
-      },
-    });
+    const rtr = rtrAttr("activate", "the remote XRC_SEND endpoint is required", remote, o, true);
+    this.modify(initAttr(QpType.XRC_RECV, o));
+    this.modify(rtr);
   }
 
   /** Releases (destroys, or closes when opened) the QP (called once by `close()`). */
@@ -422,5 +380,5 @@ function failed(op: string, context: Context): Error {
 
 /** Opens an XRC domain (module-private: `context.openXrcd`). */
 export function openXrcd(context: Context, init: XrcdInit): XrcDomain {
-  return new XrcDomain(context, init, construct);
+  return new XrcDomain(context, init, CONSTRUCT);
 }

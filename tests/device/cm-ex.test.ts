@@ -1,4 +1,3 @@
-// runs on iWARP
 /**
  * The rest of rdma_cm: rdma_init_qp_attr (QPs of plain verbs following a CM connection on both
  * sides), rdma_join_multicast_ex (a send-only member reaching a full member), rdma_migrate_id (a
@@ -25,7 +24,7 @@ import {
   UnsupportedError,
   WcOpcode,
   WcStatus,
-} from "../../mod.ts";
+} from "../lib.ts";
 import { Endpoint } from "./peers/endpoint.ts";
 import { text } from "./peers/spawn.ts";
 

@@ -1,5 +1,3 @@
-// runs on iWARP
-// also across hosts
 /**
  * RC over rdma_cm with QPs created on the CM ids from this library's PD and
  * CQs: connect/accept/exchange/disconnect with the server in another process,
@@ -10,10 +8,15 @@
 
 import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
-import { cmConnect } from "../../cm/connect.ts";
-import { privateDataLimit } from "../../cm/conn_param.ts";
-import { ClosedError, CmEventError, InvalidArgumentError } from "../../types/errors.ts";
-import { CmEventType, PrivateDataLimits } from "../../types/enums.ts";
+import {
+  ClosedError,
+  cmConnect,
+  CmEventError,
+  CmEventType,
+  InvalidArgumentError,
+  privateDataLimit,
+  PrivateDataLimits,
+} from "../lib.ts";
 import { Endpoint } from "./peers/endpoint.ts";
 import { serverAddress, spawnPeer, text } from "./peers/spawn.ts";
 import { openFds, session } from "./peers/session.ts";

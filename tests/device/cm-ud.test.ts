@@ -1,4 +1,3 @@
-// runs on iWARP
 /**
  * UD over rdma_cm (the udaddy flow, server in another process) and multicast
  * join/send/receive/leave (the mckey flow, receiver in another process). On
@@ -8,11 +7,14 @@
 
 import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
-import { CmEventChannel } from "../../cm/channel.ts";
-import { cmConnect } from "../../cm/connect.ts";
-import { udDestination } from "../../cm/ud.ts";
-import { UnsupportedError } from "../../types/errors.ts";
-import { CmEventType, RDMA_UDP_QKEY } from "../../types/enums.ts";
+import {
+  cmConnect,
+  CmEventChannel,
+  CmEventType,
+  RDMA_UDP_QKEY,
+  udDestination,
+  UnsupportedError,
+} from "../lib.ts";
 import { Endpoint } from "./peers/endpoint.ts";
 import { spawnPeer, text } from "./peers/spawn.ts";
 

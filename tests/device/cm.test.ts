@@ -1,4 +1,3 @@
-// runs on iWARP
 /**
  * rdma_cm without QPs: address errors, a port nobody listens on, reject with
  * private data, private-data limits. The peer runs in a separate process.
@@ -6,11 +5,18 @@
 
 import assert from "node:assert/strict";
 import { deviceTest, notOnIwarp } from "../harness.ts";
-import { cmConnect, cmListen } from "../../cm/connect.ts";
-import { CmEventChannel } from "../../cm/channel.ts";
-import { CmEventError, InvalidArgumentError, NativeError } from "../../types/errors.ts";
-import { CmEventType, PortSpace, PrivateDataLimits } from "../../types/enums.ts";
-import { getAddrInfo } from "../../cm/addrinfo.ts";
+import {
+  cmConnect,
+  CmEventChannel,
+  CmEventError,
+  CmEventType,
+  cmListen,
+  getAddrInfo,
+  InvalidArgumentError,
+  NativeError,
+  PortSpace,
+  PrivateDataLimits,
+} from "../lib.ts";
 import { spawnPeer, text } from "./peers/spawn.ts";
 import { Endpoint } from "./peers/endpoint.ts";
 

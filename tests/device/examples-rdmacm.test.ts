@@ -1,4 +1,3 @@
-// runs on iWARP
 /**
  * The rdma_cm tools against rdma-core's C tools, on the wire, in the runtime that runs this
  * test: rdma_server/rdma_client, ucmatose (also with `-m`, every id migrated), cmtime (ours

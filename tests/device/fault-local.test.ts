@@ -16,7 +16,7 @@ import {
   WcStatus,
   WorkCompletionError,
   WrOpcode,
-} from "../../mod.ts";
+} from "../lib.ts";
 import { spawnPeer } from "./peers/spawn.ts";
 import { openFds, session } from "./peers/session.ts";
 

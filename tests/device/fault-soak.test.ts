@@ -1,4 +1,3 @@
-// runs on iWARP
 /**
  * Soak: many connect/transfer/disconnect cycles over rdma_cm against a server process, with the
  * open-fd count and the resident set size measured after a warm-up and at the end (both

@@ -1,4 +1,3 @@
-// runs across hosts
 /**
  * Faults on the wire between two hosts (`scripts/test --two-hosts`: two guests, each with its
  * own kernel and soft-RoCE device, joined by a link on which `tc netem` and `ip link` inject
@@ -6,7 +5,8 @@
  * reordering, all arrive once and in order; a link cut longer than the retry budget fails the outstanding sends with
  * RETRY_EXC_ERR and flushes the rest, every promise settles, the connection manager reports the
  * disconnect, and a new connection works once the link is back; a peer killed across the link is
- * noticed in bounded time. Each prints its figures.
+ * noticed in bounded time; a stream with keepalive on reports a peer cut off without any
+ * disconnect as ConnectionResetError to its pending read. Each prints its figures.
  *
  * `RDMA_FAULT_LOSS_MESSAGES` sets the message count of the loss runs (a quarter of it for the
  * reordering run): 2,000 by default, which
@@ -22,6 +22,8 @@ import {
   cmConnect,
   type CmId,
   type CompletionQueue,
+  connect,
+  ConnectionResetError,
   type MemoryRegion,
   type ProtectionDomain,
   type QueuePair,
@@ -29,7 +31,7 @@ import {
   WcStatus,
   WorkCompletionError,
   WrOpcode,
-} from "../../mod.ts";
+} from "../lib.ts";
 import { hasRemotePeer, peerAddress, spawnPeer } from "./peers/spawn.ts";
 
 const MESSAGES = Number(process.env.RDMA_FAULT_LOSS_MESSAGES ?? 2_000);
@@ -290,6 +292,43 @@ deviceTest(
       );
     } finally {
       c?.close();
+      peer.kill();
+    }
+  },
+  { needs, timeout: 300_000 },
+);
+
+deviceTest(
+  "fault wire: stream keepalive turns a peer cut off without a disconnect into ConnectionResetError",
+  async () => {
+    const peer = spawnPeer("stream-peer.ts", ["echo", peerAddress(), "1"]);
+    try {
+      const { port } = await peer.next((m) => "ready" in m, 120_000) as { port: number };
+      const conn = await connect({ hostname: peerAddress(), port, timeout: 60_000 });
+      try {
+        const buf = new Uint8Array(64);
+        assert.equal(await conn.write(buf.fill(7)), 64);
+        assert.equal(await conn.read(buf, { min: 64 }), 64, "the link works: one echo");
+        const idleMs = 1000;
+        conn.setKeepAlive(true, idleMs);
+        const reading = conn.read(buf).then(() => null, (e: unknown) => e);
+        // nothing is in flight and the peer stays silent: only the keepalive probe can fail
+        netem("peer", "down");
+        const t0 = performance.now();
+        const err = await reading;
+        const ms = performance.now() - t0;
+        assert.ok(err instanceof ConnectionResetError, `the pending read failed with ${err}`);
+        console.log(
+          `fault wire: keepalive (idle ${idleMs} ms) reported the cut-off peer after ` +
+            `${ms.toFixed(0)} ms: ${(err as Error).message}`,
+        );
+      } finally {
+        netem("peer", "up");
+        conn.close();
+        await conn.released;
+      }
+    } finally {
+      clear();
       peer.kill();
     }
   },

@@ -1,4 +1,3 @@
-// runs on iWARP
 /**
  * The perftest tools of bench/perftest: each tool against itself in the runtime that runs
  * this test, and against Debian's C perftest (`ib_*`) both ways, over the TCP exchange and

@@ -10,31 +10,28 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type DeviceEnv, deviceTest } from "../harness.ts";
 import {
-  type CompletionQueue,
-  type Context,
-  openDevice,
-  type ProtectionDomain,
-  type QueuePair,
-} from "../../verbs/mod.ts";
-import {
+  AbortedError,
+  AccessFlags,
   asyncEvents,
   awaitCompletions,
+  cancelCompletionWaits,
+  ClosedError,
+  type CompletionQueue,
   completions,
   type CompletionSource,
-  Poller,
-} from "../../poller/mod.ts";
-import { cancelCompletionWaits } from "../../poller/completions.ts";
-import {
-  AccessFlags,
+  type Context,
   EventType,
+  openDevice,
+  Poller,
+  type ProtectionDomain,
   QpState,
   QpType,
+  type QueuePair,
   SendFlags,
   WcOpcode,
   WcStatus,
   WrOpcode,
-} from "../../types/enums.ts";
-import { AbortedError, ClosedError } from "../../types/errors.ts";
+} from "../lib.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const TOTAL = Number(process.env.RDMA_POLLER_COMPLETIONS ?? 100_000);

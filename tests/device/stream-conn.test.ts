@@ -1,4 +1,3 @@
-// runs on iWARP
 /**
  * Streams where `Deno.Conn` and `Deno.Listener` are expected, in the runtime that runs this file:
  *
@@ -10,13 +9,16 @@
  *   process, four runs);
  * - exact reads: `read(p, { min })` and BYOB reads with `{ min }` return at least that many
  *   bytes even when the peer sends them one at a time, and fewer only at the end of the stream;
- *   `tryRead`/`tryWrite` never wait.
+ *   `tryRead`/`tryWrite` never wait;
+ * - keepalive against C: a C `rstream` server probing every second (`-k 1`) and our client
+ *   probing every 200 ms stay connected through 2.5 s of silence, then finish rstream's exchange.
  */
 
 import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
-import { connect, listen, type RdmaConn } from "../../stream/mod.ts";
+import { connect, listen, type RdmaConn } from "../lib.ts";
 import { spawnPeer } from "./peers/spawn.ts";
+import { account, killAll, port, start, waitListening } from "./examples-common.ts";
 
 /** Written against Deno's own types: nothing here knows it gets RDMA. */
 async function echoServer(listener: Deno.Listener): Promise<Deno.NetAddr> {
@@ -153,5 +155,50 @@ deviceTest("stream: exact reads with { min }, BYOB { min }, tryRead and tryWrite
     a.close();
     b.close();
     await Promise.all([a.released, b.released]);
+  }
+});
+
+deviceTest("stream: keepalive probes both ways with a C rstream server (-k 1)", async (env) => {
+  const p = port();
+  // rstream's custom test, server side: a 16-byte sync, then 3 × (receive 64 B, send 64 B)
+  const server = start([
+    "rstream",
+    "-b",
+    env.address,
+    "-p",
+    String(p),
+    "-k",
+    "1",
+    "-S",
+    "64",
+    "-C",
+    "1",
+    "-I",
+    "3",
+  ]);
+  try {
+    await waitListening(server, p);
+    const conn = await connect({ hostname: env.address, port: p, timeout: 30_000 });
+    try {
+      conn.setKeepAlive(true, 200);
+      const sync = new Uint8Array(16);
+      await conn.write(sync);
+      assert.equal(await conn.read(sync, { min: 16 }), 16);
+      // silence: C's probes arrive here (1 s) and ours reach it (every 200 ms idle)
+      await new Promise((r) => setTimeout(r, 2500));
+      const buf = new Uint8Array(64);
+      for (let i = 0; i < 3; i++) {
+        await conn.write(buf);
+        assert.equal(await conn.read(buf, { min: 64 }), 64);
+      }
+      await conn.closeWrite();
+    } finally {
+      conn.close();
+      await conn.released;
+    }
+    const r = await server.ended;
+    assert.equal(r.code, 0, account("rstream -k 1 server", r));
+  } finally {
+    killAll();
   }
 });

@@ -1,4 +1,3 @@
-// runs on iWARP
 /**
  * One-sided memory on stream connections, on a real device, in the runtime that runs this file:
  *

@@ -1,4 +1,3 @@
-// runs on iWARP
 /**
  * Stream connections (rsocket's protocol) on a real device, in the runtime that runs this file:
  *
@@ -39,9 +38,14 @@ import {
   type StartOptions,
   waitListening,
 } from "./examples-common.ts";
-import { connect, listen, type RdmaConn } from "../../stream/mod.ts";
-import { ConnectionResetError } from "../../stream/errors.ts";
-import { AbortedError, ClosedError } from "../../types/errors.ts";
+import {
+  AbortedError,
+  ClosedError,
+  connect,
+  ConnectionResetError,
+  listen,
+  type RdmaConn,
+} from "../lib.ts";
 import { type Memory, memoryGrowth, openFds, rss, settledMemory } from "./peers/session.ts";
 import { spawnPeer } from "./peers/spawn.ts";
 import { Checksum, RandomStream } from "./peers/stream-data.ts";

@@ -3,9 +3,16 @@
 import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
 import { connectOptions, type Fixture } from "./verbs-helpers.ts";
-import { openDevice } from "../../verbs/mod.ts";
-import { AccessFlags, QpType, WcOpcode, WcStatus, WrOpcode } from "../../types/enums.ts";
-import { ClosedError, WorkCompletionError } from "../../types/errors.ts";
+import {
+  AccessFlags,
+  ClosedError,
+  openDevice,
+  QpType,
+  WcOpcode,
+  WcStatus,
+  WorkCompletionError,
+  WrOpcode,
+} from "../lib.ts";
 
 function eventFixture(env: Parameters<Parameters<typeof deviceTest>[1]>[0]) {
   const ctx = openDevice(env.device);

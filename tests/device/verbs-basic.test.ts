@@ -1,10 +1,11 @@
 /** verbs: device, context, PD, MR, CQ and QP basics on a real device. */
 import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
-import { openDevice } from "../../verbs/mod.ts";
-import { ClosedError, NativeError } from "../../types/errors.ts";
 import {
   AccessFlags,
+  ClosedError,
+  NativeError,
+  openDevice,
   PortState,
   QpState,
   QpType,
@@ -12,7 +13,7 @@ import {
   WcOpcode,
   WcStatus,
   WrOpcode,
-} from "../../types/enums.ts";
+} from "../lib.ts";
 import { fixture, qpPair, waitWc } from "./verbs-helpers.ts";
 
 deviceTest("verbs: open device, query device/port/GIDs/pkeys as typed objects", (env) => {

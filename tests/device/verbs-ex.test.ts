@@ -8,25 +8,23 @@ import assert from "node:assert/strict";
 import dgram from "node:dgram";
 import { deviceTest, notOnIwarp } from "../harness.ts";
 import {
+  AccessFlags,
+  ClosedError,
   type CompletionQueue,
   CompletionQueueEx,
   InvalidWorkRequestError,
+  MwType,
   type QpExInit,
   QpStateError,
-  type QueuePairEx,
-  WC_STANDARD_FLAGS,
-} from "../../verbs/mod.ts";
-import {
-  AccessFlags,
-  MwType,
   QpType,
+  type QueuePairEx,
   SendFlags,
+  WC_STANDARD_FLAGS,
   WcFlags,
   WcOpcode,
   WcStatus,
   WrOpcode,
-} from "../../mod.ts";
-import { ClosedError } from "../../types/errors.ts";
+} from "../lib.ts";
 import { connectOptions, type Fixture, fixture, qpPair, waitWc } from "./verbs-helpers.ts";
 
 const RDMA = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ |
@@ -216,30 +214,32 @@ deviceTest("verbs-ex: the ibv_wr_* C API call by call, with its checks", (env) =
     sg: [{ mr: rbuf, offset: 64, length: 64 }],
   }]);
   // outside a batch, builders and setters are refused
-  assert.throws(() => a.wrSend(), /no wrStart\(\) batch is open/);
-  a.wrStart();
+  const ended = a.startBatch();
+  ended.abort();
+  assert.throws(() => ended.send(), ClosedError);
+  const batch = a.startBatch();
   assert.ok(a.batchOpen);
-  assert.throws(() => a.wrStart(), /already open/);
+  assert.throws(() => a.startBatch(), /already open/);
   assert.throws(() => a.postSend({ sg: [] }), /batch is open/);
   assert.throws(() => a.postSendEx({ sg: [] }), /already open/);
-  assert.throws(() => a.wrSetSge({ mr: src }), /call a builder/);
-  assert.throws(() => a.wrSendImm(1), /not among the QP's sendOps/);
-  a.wrId = 100;
-  a.wrFlags = SendFlags.SIGNALED;
-  a.wrSend();
-  a.wrSetSgeList([{ mr: src, length: 4 }, { mr: src, offset: 4, length: 4 }]);
-  assert.throws(() => a.wrSetSge({ mr: src }), /already has its data/);
-  a.wrId = 101n;
-  a.wrFlags = SendFlags.SIGNALED | SendFlags.INLINE;
-  a.wrSend();
-  assert.throws(() => a.wrSetSge({ mr: src }), /built INLINE/);
-  a.wrSetInlineData(bytes("inline!"));
-  a.wrId = 102;
-  a.wrFlags = SendFlags.SIGNALED;
-  a.wrRdmaWrite(dst.remote(16));
-  assert.throws(() => a.wrSetInlineData(bytes("x")), /SendFlags.INLINE before the builder/);
-  a.wrSetSge({ mr: src, offset: 2, length: 3 });
-  a.wrComplete();
+  assert.throws(() => batch.setSge({ mr: src }), /call a builder/);
+  assert.throws(() => batch.sendImm(1), /not among the QP's sendOps/);
+  batch.wrId = 100;
+  batch.wrFlags = SendFlags.SIGNALED;
+  batch.send();
+  batch.setSgeList([{ mr: src, length: 4 }, { mr: src, offset: 4, length: 4 }]);
+  assert.throws(() => batch.setSge({ mr: src }), /already has its data/);
+  batch.wrId = 101n;
+  batch.wrFlags = SendFlags.SIGNALED | SendFlags.INLINE;
+  batch.send();
+  assert.throws(() => batch.setSge({ mr: src }), /built INLINE/);
+  batch.setInlineData(bytes("inline!"));
+  batch.wrId = 102;
+  batch.wrFlags = SendFlags.SIGNALED;
+  batch.rdmaWrite(dst.remote(16));
+  assert.throws(() => batch.setInlineData(bytes("x")), /SendFlags.INLINE before the builder/);
+  batch.setSge({ mr: src, offset: 2, length: 3 });
+  batch.complete();
   assert.ok(!a.batchOpen);
   const wcs = waitWc(f.cq, 5);
   assert.ok(wcs.every((w) => w.status === WcStatus.SUCCESS), show(wcs));
@@ -252,25 +252,27 @@ deviceTest("verbs-ex: the ibv_wr_* C API call by call, with its checks", (env) =
   assert.equal(text(rbuf.buffer.subarray(64, 71)), "inline!");
   assert.equal(text(dst.buffer.subarray(16, 19)), "cde");
   // an aborted batch posts nothing; the QP posts normally afterwards
-  a.wrStart();
-  a.wrId = 103;
-  a.wrSend();
-  a.wrSetSge({ mr: src, length: 1 });
-  a.wrAbort();
+  const aborted = a.startBatch();
+  aborted.wrId = 103;
+  aborted.send();
+  aborted.setSge({ mr: src, length: 1 });
+  aborted.abort();
   assert.equal(f.cq.poll(), 0);
-  // a UD-less check: on an RC QP wrSetUdAddr is refused
-  a.wrStart();
-  a.wrSend();
-  assert.throws(() => a.wrSetUdAddr({} as never), /only for SEND/);
-  a.wrAbort();
+  // a UD-less check: on an RC QP setUdAddr is refused
+  {
+    using disposed = a.startBatch();
+    disposed.send();
+    assert.throws(() => disposed.setUdAddr({} as never), /only for SEND/);
+  } // disposing of the open batch aborts it
+  assert.ok(!a.batchOpen);
   // closing the QP with a batch open aborts it (the send queue lock is released)
-  a.wrStart();
+  a.startBatch();
   a.close();
-  assert.throws(() => a.wrStart(), ClosedError);
+  assert.throws(() => a.startBatch(), ClosedError);
   assert.equal(typeof b.dataInOrder(WrOpcode.RDMA_WRITE), "boolean");
   // a QP that is not at RTS refuses to start a batch
   const idle = f.pd.createQpEx({ type: QpType.RC, sendCq: f.cq });
-  assert.throws(() => idle.wrStart(), QpStateError);
+  assert.throws(() => idle.startBatch(), QpStateError);
 }, ib);
 
 deviceTest(
@@ -291,9 +293,9 @@ deviceTest(
       ud: { ah, remoteQpn: b.qpNum, remoteQkey: 0x11111111 },
     });
     // a UD WR built by hand needs its address, or the batch aborts
-    a.wrStart();
-    a.wrSend();
-    assert.throws(() => a.wrComplete(), /has no wrSetUdAddr\(\); the batch was aborted/);
+    const batch = a.startBatch();
+    batch.send();
+    assert.throws(() => batch.complete(), /has no setUdAddr\(\); the batch was aborted/);
     let attr = null;
     const deadline = Date.now() + 10_000;
     while (!attr && Date.now() < deadline) {

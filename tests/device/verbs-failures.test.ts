@@ -7,9 +7,9 @@ import {
   QpType,
   SendFlags,
   WcStatus,
+  WorkCompletionError,
   WrOpcode,
-} from "../../types/enums.ts";
-import { WorkCompletionError } from "../../types/errors.ts";
+} from "../lib.ts";
 import { assertNoWc, fixture, qpPair, waitWc, waitWcAsync } from "./verbs-helpers.ts";
 
 const RW = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE;

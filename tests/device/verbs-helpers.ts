@@ -12,10 +12,10 @@ import {
   type ProtectionDomain,
   type QpCap,
   type QpTransitionOptions,
+  QpType,
   type QueuePair,
   type WorkCompletionData,
-} from "../../verbs/mod.ts";
-import { QpType } from "../../types/enums.ts";
+} from "../lib.ts";
 
 /** A context, PD and CQ that close together. */
 export interface Fixture {

@@ -1,16 +1,16 @@
 /** verbs: every opcode over RC, UC and UD, SRQ, WR lists, inline, with data checked. */
 import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
-import { InvalidWorkRequestError } from "../../verbs/mod.ts";
 import {
   AccessFlags,
+  InvalidWorkRequestError,
   QpType,
   SendFlags,
   WcFlags,
   WcOpcode,
   WcStatus,
   WrOpcode,
-} from "../../types/enums.ts";
+} from "../lib.ts";
 import { fixture, qpPair, waitWc } from "./verbs-helpers.ts";
 
 const REMOTE = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ |

@@ -1,10 +1,17 @@
 /** verbs: validation before the provider, lifetimes, prepared WRs and a CQ shared by QPs. */
 import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
-import { openDevice, QpStateError } from "../../verbs/mod.ts";
-import { InvalidWorkRequestError } from "../../verbs/mod.ts";
-import { AccessFlags, QpType, SendFlags, WcStatus, WrOpcode } from "../../types/enums.ts";
-import { ClosedError } from "../../types/errors.ts";
+import {
+  AccessFlags,
+  ClosedError,
+  InvalidWorkRequestError,
+  openDevice,
+  QpStateError,
+  QpType,
+  SendFlags,
+  WcStatus,
+  WrOpcode,
+} from "../lib.ts";
 import { fixture, qpPair, waitWc } from "./verbs-helpers.ts";
 
 const ALL = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ |

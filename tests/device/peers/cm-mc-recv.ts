@@ -8,7 +8,7 @@
  */
 
 import process from "node:process";
-import { CmEventChannel } from "../../../cm/channel.ts";
+import { CmEventChannel } from "../../lib.ts";
 import { Endpoint } from "./endpoint.ts";
 import { report, text } from "./spawn.ts";
 

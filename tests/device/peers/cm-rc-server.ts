@@ -10,10 +10,7 @@
  */
 
 import process from "node:process";
-import { cmListen } from "../../../cm/connect.ts";
-import { ClosedError, WorkCompletionError } from "../../../types/errors.ts";
-import { WcStatus } from "../../../types/enums.ts";
-import type { CmId } from "../../../cm/id.ts";
+import { ClosedError, type CmId, cmListen, WcStatus, WorkCompletionError } from "../../lib.ts";
 import { Endpoint } from "./endpoint.ts";
 import { report, text } from "./spawn.ts";
 

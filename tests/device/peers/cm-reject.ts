@@ -8,7 +8,7 @@
  */
 
 import process from "node:process";
-import { cmListen } from "../../../cm/connect.ts";
+import { cmListen } from "../../lib.ts";
 import { report, text } from "./spawn.ts";
 
 const [address, countArg, opt, fillArg] = process.argv.slice(2);

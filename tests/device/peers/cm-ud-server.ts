@@ -9,8 +9,7 @@
  */
 
 import process from "node:process";
-import { cmListen } from "../../../cm/connect.ts";
-import { RDMA_UDP_QKEY } from "../../../types/enums.ts";
+import { cmListen, RDMA_UDP_QKEY } from "../../lib.ts";
 import { Endpoint } from "./endpoint.ts";
 import { report, text } from "./spawn.ts";
 

@@ -4,16 +4,22 @@
  * before connect/accept, and message send/receive through the poller.
  */
 
-import type { CmId } from "../../../cm/id.ts";
-import type { CompletionChannel } from "../../../verbs/channel.ts";
-import type { CompletionQueue } from "../../../verbs/cq.ts";
-import type { MemoryRegion } from "../../../verbs/mr.ts";
-import type { ProtectionDomain } from "../../../verbs/pd.ts";
-import type { QueuePair } from "../../../verbs/qp.ts";
-import type { AddressHandle } from "../../../verbs/ah.ts";
-import { awaitCompletions } from "../../../poller/completions.ts";
-import { AccessFlags, QpType, WcOpcode, WcStatus, WrOpcode } from "../../../types/enums.ts";
-import { ClosedError } from "../../../types/errors.ts";
+import {
+  AccessFlags,
+  type AddressHandle,
+  awaitCompletions,
+  ClosedError,
+  type CmId,
+  type CompletionChannel,
+  type CompletionQueue,
+  type MemoryRegion,
+  type ProtectionDomain,
+  QpType,
+  type QueuePair,
+  WcOpcode,
+  WcStatus,
+  WrOpcode,
+} from "../../lib.ts";
 
 const SEND_ID = 1000n;
 

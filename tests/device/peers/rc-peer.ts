@@ -6,7 +6,7 @@
  */
 
 import process from "node:process";
-import { openDevice, QpType } from "../../../mod.ts";
+import { openDevice, QpType } from "../../lib.ts";
 import { report } from "./spawn.ts";
 
 const [device, portArg, gidArg, remoteArg] = process.argv.slice(2);

@@ -20,7 +20,7 @@ import {
   CmEventChannel,
   openDevice,
   QpType,
-} from "../../../mod.ts";
+} from "../../lib.ts";
 import { report } from "./spawn.ts";
 
 const [device, address] = process.argv.slice(2);

@@ -10,7 +10,7 @@
  */
 
 import process from "node:process";
-import { type CmId, cmListen } from "../../../mod.ts";
+import { type CmId, cmListen } from "../../lib.ts";
 import { Endpoint } from "./endpoint.ts";
 import { report } from "./spawn.ts";
 

@@ -5,9 +5,7 @@
 
 import assert from "node:assert/strict";
 import process from "node:process";
-import { native } from "../../../ffi/native.ts";
-import { cmConnect } from "../../../cm/connect.ts";
-import { QpState } from "../../../types/enums.ts";
+import { cmConnect, native, QpState } from "../../lib.ts";
 import { Endpoint } from "./endpoint.ts";
 import { text } from "./spawn.ts";
 

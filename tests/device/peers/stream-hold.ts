@@ -14,7 +14,7 @@
  */
 
 import process from "node:process";
-import { connect, listen } from "../../../stream/mod.ts";
+import { connect, listen } from "../../lib.ts";
 import { report } from "./spawn.ts";
 
 const [role, address, port] = process.argv.slice(2);

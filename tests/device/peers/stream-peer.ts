@@ -19,7 +19,7 @@
  */
 
 import process from "node:process";
-import { connect, listen } from "../../../stream/mod.ts";
+import { connect, listen } from "../../lib.ts";
 import { report } from "./spawn.ts";
 import { Checksum, RandomStream } from "./stream-data.ts";
 

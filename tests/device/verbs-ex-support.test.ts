@@ -1,4 +1,3 @@
-// runs on iWARP
 /**
  * verbs, extended: what soft-RoCE (rxe) and soft-iWARP (siw) support of the extended verbs, and
  * what they lack as the typed UnsupportedError with the errno each returned (rdma-core 44,
@@ -6,17 +5,19 @@
  */
 import assert from "node:assert/strict";
 import { type DeviceEnv, deviceTest } from "../harness.ts";
-import { openDevice, WC_STANDARD_FLAGS } from "../../verbs/mod.ts";
 import {
   AccessFlags,
   AdviseMrAdvice,
   CreateCqWcFlags,
+  Errno,
+  InvalidArgumentError,
   MwType,
+  openDevice,
   QpType,
+  UnsupportedError,
+  WC_STANDARD_FLAGS,
   WrOpcode,
-} from "../../types/enums.ts";
-import { InvalidArgumentError, UnsupportedError } from "../../types/errors.ts";
-import { Errno } from "../../types/errno.ts";
+} from "../lib.ts";
 
 const soft = {
   needs: (env: DeviceEnv) =>

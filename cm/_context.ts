@@ -10,6 +10,7 @@
 
 import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
+import { CONSTRUCT } from "../ffi/resource.ts";
 import { Context } from "../verbs/context.ts";
 
 /** A verbs context that belongs to librdmacm: closing it leaves the device open. */
@@ -30,8 +31,21 @@ export function cmContext(verbs: NativePointer): Context {
   if (!ctx || ctx.closed) {
     const dev = n.readPointer(verbs, layouts().ibv_context.fields.device.offset);
     const name = (dev && n.cstring(n.ibverbs.ibv_get_device_name(dev))) ?? "";
-    ctx = new CmContext(verbs, name);
+    ctx = new CmContext(verbs, name, CONSTRUCT);
     contexts.set(key, ctx);
   }
   return ctx;
+}
+
+/**
+ * librdmacm keeps a context open on every device it has used, a removed one too, until it next
+ * syncs its device list; the kernel finishes a removal only once every context of the device is
+ * closed. Syncing (`rdma_get_devices`) once an id that saw DEVICE_REMOVAL is destroyed lets
+ * librdmacm close the removed device's context when no id uses it any more (module-private:
+ * a closing id that saw DEVICE_REMOVAL).
+ */
+export function releaseRemovedDevices(): void {
+  const cm = native().rdmacm;
+  const list = cm.rdma_get_devices(null);
+  if (list !== null) cm.rdma_free_devices(list);
 }

@@ -18,14 +18,14 @@ import { checkResource } from "../ffi/resource.ts";
 import { adoptQp, type QueuePair } from "../verbs/qp.ts";
 import { checkQpInit, createWithInitAttr, type QpInit } from "../verbs/qp-init.ts";
 import type { ProtectionDomain } from "../verbs/pd.ts";
-import type { CmId, CmQpInit } from "./id.ts";
+import type { CmIdBase, CmQpInit } from "./id-base.ts";
 
 /**
  * Creates the QP of `id` with `rdma_create_qp` (module-private: `id.createQp()`). The id must
  * have its address resolved (or be an incoming request); `pd` and the CQs must come from
  * `id.context`. An RC QP is left in INIT, a UD QP is moved to RTS by librdmacm.
  */
-export function createCmQp(id: CmId, pd: ProtectionDomain, init: CmQpInit): QueuePair {
+export function createCmQp(id: CmIdBase, pd: ProtectionDomain, init: CmQpInit): QueuePair {
   checkResource<ProtectionDomain>(pd, "ProtectionDomain", "pd");
   const verbs = id.verbsPtr;
   if (verbs === null) {
@@ -65,7 +65,7 @@ export function createCmQp(id: CmId, pd: ProtectionDomain, init: CmQpInit): Queu
     native().rdmacm.rdma_destroy_qp(idPtr);
   };
   try {
-    return adoptQp(pd, full, { ptr: qpPtr, cap, destroy });
+    return adoptQp(pd, c, { ptr: qpPtr, cap, destroy });
   } catch (e) {
     destroy();
     throw e;

@@ -1,4 +1,3 @@
-// runs on iWARP
 /**
  * In its own folder, run by `scripts/test` in a guest of its own: it takes the device away, so
  * nothing may run after it on the same boot.
@@ -16,8 +15,8 @@ import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import process from "node:process";
 import { type DeviceEnv, deviceTest } from "../harness.ts";
-import { listDevices, openDevice, PortState } from "../../mod.ts";
-import { spawnPeer } from "../device/peers/spawn.ts";
+import { listDevices, openDevice, PortState } from "../lib.ts";
+import { spawnPeer } from "./peers/spawn.ts";
 
 function netdevOf(env: DeviceEnv): string {
   const e = process.env;

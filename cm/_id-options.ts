@@ -12,12 +12,12 @@ import { UnsupportedError } from "../types/errors.ts";
 import { Errno } from "../types/errno.ts";
 import { JoinMcAttrMask, McJoinFlag, OptionLevel } from "../types/enums.ts";
 import { type AddressInput, encodeSockaddr, SOCKADDR_STORAGE_SIZE } from "./address.ts";
-import type { CmId } from "./id.ts";
+import type { CmIdBase } from "./id-base.ts";
 import { checkInteger } from "../types/check.ts";
 
 /** Sets an `RDMA_OPTION_ID` option of `size` bytes (1 or 4) after checking its range. */
 export function setIdOption(
-  id: CmId,
+  id: CmIdBase,
   name: number,
   value: number,
   size: 1 | 4,
@@ -49,7 +49,7 @@ function withGroup(group: AddressInput, fn: (sa: NativeBlock) => void): void {
  * The typed error of an operation the id's transport or librdmacm lacks: `UnsupportedError` with
  * EOPNOTSUPP, naming the device (the provider) and why.
  */
-export function unsupportedOn(id: CmId, op: string, why: string): UnsupportedError {
+export function unsupportedOn(id: CmIdBase, op: string, why: string): UnsupportedError {
   const device = id.verbsPtr === null ? "unbound id" : id.context.deviceName;
   return new UnsupportedError(
     op,
@@ -64,7 +64,7 @@ export function unsupportedOn(id: CmId, op: string, why: string): UnsupportedErr
  * `rdma_join_multicast` (a full member); with them `rdma_join_multicast_ex` (e.g.
  * `McJoinFlag.SENDONLY_FULLMEMBER`: the QP is not attached and receives nothing).
  */
-export function joinMulticast(id: CmId, group: AddressInput, joinFlags?: McJoinFlag): void {
+export function joinMulticast(id: CmIdBase, group: AddressInput, joinFlags?: McJoinFlag): void {
   const op = joinFlags === undefined ? "rdma_join_multicast" : "rdma_join_multicast_ex";
   if (joinFlags !== undefined) {
     checkInteger("joinFlags", joinFlags, McJoinFlag.FULLMEMBER, McJoinFlag.RESERVED - 1);
@@ -93,7 +93,7 @@ export function joinMulticast(id: CmId, group: AddressInput, joinFlags?: McJoinF
 }
 
 /** Leaves a group (`rdma_leave_multicast`). */
-export function leaveMulticast(id: CmId, group: AddressInput): void {
+export function leaveMulticast(id: CmIdBase, group: AddressInput): void {
   id.assertOpen();
   withGroup(group, (sa) => {
     checkCall(

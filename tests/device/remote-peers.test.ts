@@ -1,4 +1,3 @@
-// runs across hosts
 /**
  * Two guests (`scripts/test --two-hosts`, i.e. `scripts/softroce-vm --hosts 2`):
  * this test runs on guest 0, its peers on guest 1 through the peer agent.
@@ -11,10 +10,10 @@
 import assert from "node:assert/strict";
 import os from "node:os";
 import process from "node:process";
-import { cmConnect, CmEventType, QpState } from "../../mod.ts";
+import { cmConnect, CmEventType, QpState } from "../lib.ts";
 import { deviceTest, notOnIwarp } from "../harness.ts";
-import { Endpoint } from "../device/peers/endpoint.ts";
-import { hasRemotePeer, peerAddress, spawnPeer, spawnRemote, text } from "../device/peers/spawn.ts";
+import { Endpoint } from "./peers/endpoint.ts";
+import { hasRemotePeer, peerAddress, spawnPeer, spawnRemote, text } from "./peers/spawn.ts";
 
 const needsPeer = () => hasRemotePeer() ? false : "needs a peer guest (scripts/test --two-hosts)";
 const enc = (s: string) => new TextEncoder().encode(s);

@@ -1,4 +1,3 @@
-// also across hosts
 /**
  * udaddy and mckey against the C tools of rdma-core, on the wire (IB/RoCE only: UD and
  * multicast have no iWARP form). udaddy: our server with the C client, the C server

@@ -1,14 +1,8 @@
-// runs on iWARP
-// The foundation on a real device: list devices, open it, query the port through
+// The verbs context on a real device: list devices, open it, query the port through
 // the extended verbs_context path, allocate a PD — in whichever runtime runs this.
 import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
-import { listDevices } from "../../mod.ts";
-import { native } from "../../ffi/native.ts";
-import { withDeviceList } from "../../verbs/devices.ts";
-import { layoutFor } from "../../types/layouts/mod.ts";
-import { IBVERBS_OPS } from "../../types/symbols/ibverbs.ts";
-import { PortState } from "../../types/enums.ts";
+import { IBVERBS_OPS, layoutFor, listDevices, native, PortState, withDeviceList } from "../lib.ts";
 
 deviceTest("foundation: listDevices() finds the device under test", (env) => {
   const names = listDevices().map((d) => d.name);

@@ -1,6 +1,5 @@
-// runs on iWARP
 /**
- * Regression tests for defects found from outside: each failed before its fix (a wrong promise
+ * Misuse and defects found from outside, as regression tests: each failed before its fix (a wrong promise
  * settled, a SIGSEGV, a hang), and now gets a typed error or the right result.
  */
 import assert from "node:assert/strict";
@@ -19,7 +18,7 @@ import {
   SendFlags,
   WcOpcode,
   WrOpcode,
-} from "../../mod.ts";
+} from "../lib.ts";
 
 function pairOnOneCq(env: Parameters<Parameters<typeof deviceTest>[1]>[0], channel = true) {
   const ctx = openDevice(env.device);
@@ -127,7 +126,10 @@ deviceTest(
         qp.postSend({ opcode: WrOpcode.BIND_MW, bind: { mw: {} as never, mr: real, access: 0 } }),
       InvalidWorkRequestError,
     );
-    assert.throws(() => new MemoryWindow({ ...pd } as typeof pd), InvalidArgumentError);
+    assert.throws(
+      () => new MemoryWindow({ ...pd } as typeof pd, undefined, undefined as never),
+      InvalidArgumentError,
+    );
     assert.equal(cq.poll(), 0, "nothing reached the provider");
   },
   { needs: notOnIwarp("QPs connected without rdma_cm") },

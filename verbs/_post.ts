@@ -14,7 +14,7 @@ import type { PreparedCall } from "../types/native.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { InvalidWorkRequestError, PostError } from "./post-errors.ts";
 import { countSges, type RecvWr, type SendWr } from "./wr.ts";
-import { WrList } from "./wr-list.ts";
+import { WrList } from "./_wr-list.ts";
 
 type PostSpec = typeof IBVERBS_OPS.post_send;
 
@@ -153,9 +153,4 @@ export class ListPoster {
     this.#call = null;
     this.#list = null;
   }
-}
-
-/** The name of the C call behind a post operation. */
-export function postOpName(op: PostOp): string {
-  return OP_NAMES[op];
 }

@@ -14,7 +14,7 @@ import { QpAttrMask, QpState } from "../types/enums.ts";
 import { checkInteger } from "../types/check.ts";
 import { decodeAhAttr } from "../verbs/ah.ts";
 import type { QpAttr } from "../verbs/qp-attr.ts";
-import type { CmId } from "./id.ts";
+import type { CmIdBase } from "./id-base.ts";
 
 /** A scalar `ibv_qp_attr` field: its mask bit, its name in {@link QpAttr}, its C name. */
 const SCALARS: readonly (readonly [number, keyof QpAttr, string])[] = [
@@ -41,7 +41,7 @@ const SCALARS: readonly (readonly [number, keyof QpAttr, string])[] = [
  * the fields its mask names. Attributes `QpAttr` has no field for (an alternate path and its
  * migration state, which only IB fabrics with APM report) are left out.
  */
-export function initQpAttr(id: CmId, state: QpState): QpAttr {
+export function initQpAttr(id: CmIdBase, state: QpState): QpAttr {
   id.assertOpen();
   checkInteger("initQpAttr: state", state, QpState.RESET, QpState.ERR);
   const L = layouts().ibv_qp_attr;

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The soft-RoCE doorbell, C against Deno and Bun: rxe's post_send rings the kernel with a write()
+# on the uverbs fd, and the kernel runs the whole send inline (packet, loopback, the responder,
+# the ACK), so that one syscall is most of a small message's latency. bench/c/doorbell.c, loaded
+# with LD_PRELOAD, times every such write in each process of a send_lat pair (C ib_send_lat,
+# ours in Deno and in Bun) and of a 64 B stream ping-pong (C rstream, ours); this prints the
+# medians (µs, both sides of a pair) as a markdown table. The same kernel path costs what the
+# calling process makes it cost: compare the rows, not the absolute figures.
+#
+#   bench/doorbell.sh [ITERS]          (on a machine with an RDMA device, e.g. in the guest)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/node_modules/.bin:$PATH"
+iters=${1:-2000}
+ip=${RDMA_GUEST_IP:-${RDMA_ADDR:-127.0.0.1}}
+dev=${RDMA_DEVICE:-rxe0}
+gid=${RDMA_GID_INDEX:-1}
+lib=$(mktemp -d)/doorbell.so
+trap 'rm -rf "$(dirname "$lib")"' EXIT
+cc -shared -fPIC -O2 -o "$lib" bench/c/doorbell.c -ldl || exit 1
+port=$((7600 + RANDOM % 300))
+
+listening() { rdma res show cm_id 2>/dev/null | grep -q " state LISTEN .*:$1 "; }
+# medians of both processes' last "doorbell" lines: "p50a / p50b"
+medians() { awk '$1 == "doorbell" { last[$2] = $5 } END { s = ""; for (p in last) s = s (s ? " / " : "") last[p]; print s }' "$1"; }
+
+# pair LABEL SERVER-ARGV... -- CLIENT-ARGV...
+pair() {
+  local label=$1; shift
+  local server=() client=() out; out=$(mktemp)
+  while [ "$1" != "--" ]; do server+=("$1"); shift; done; shift; client=("$@")
+  LD_PRELOAD=$lib "${server[@]}" >/dev/null 2>>"$out" &
+  local pid=$! i
+  for i in $(seq 300); do listening "$port" && break; sleep 0.1; done
+  sleep 1
+  LD_PRELOAD=$lib "${client[@]}" >/dev/null 2>>"$out"
+  wait "$pid"
+  printf '| %s | %s |\n' "$label" "$(medians "$out")"
+  rm -f "$out"
+  port=$((port + 1))
+}
+
+pt() { # TOOL IMPL
+  case $2 in
+    C) echo "ib_$1" ;;
+    Deno) echo "deno run -A bench/perftest/$1.ts" ;;
+    Bun) echo "bun bench/perftest/$1.ts" ;;
+  esac
+}
+
+echo "| $iters round trips, 64 B | doorbell median µs (each side) |"
+echo "|---|---|"
+for impl in C Deno Bun; do
+  # shellcheck disable=SC2046
+  pair "send_lat, $impl" $(pt send_lat $impl) -d "$dev" -x "$gid" -F -n "$iters" -p "$port" -R \
+    -- $(pt send_lat $impl) -d "$dev" -x "$gid" -F -n "$iters" -p "$port" -R "$ip"
+done
+pair "stream, C rstream" rstream -b "$ip" -p "$port" -S 64 -C 1 -I "$iters" \
+  -- rstream -s "$ip" -p "$port" -S 64 -C 1 -I "$iters"
+for rt in Deno Bun; do
+  if [ $rt = Deno ]; then r=(deno run -A examples/rstream.ts); else r=(bun examples/rstream.ts); fi
+  pair "stream, ours ($rt)" "${r[@]}" -b "$ip" -p "$port" -S 64 -C 1 -I "$iters" \
+    -- "${r[@]}" -s "$ip" -p "$port" -S 64 -C 1 -I "$iters"
+done
