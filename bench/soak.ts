@@ -31,7 +31,7 @@
 
 import process from "node:process";
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -41,12 +41,18 @@ const isBun = "Bun" in globalThis;
 const self = fileURLToPath(import.meta.url);
 const MSG = 4096;
 
-/** One sample of a client or server. */
+/** One sample of a client or server (bytes). */
 interface Sample {
   cycle: number;
   rss: number;
-  heap?: number;
+  /** anonymous memory (heaps, allocators, stacks, the device's queues) */
+  anon?: number;
+  /** the JS engine's heap (committed) and what it accounts outside it */
+  heapTotal?: number;
   external?: number;
+  /** glibc malloc: memory taken from the kernel (arenas + mmapped chunks), and in use */
+  malloc?: number;
+  mallocUsed?: number;
   /** census: live objects (total), native blocks and bytes */
   objects?: number;
   blocks?: number;
@@ -66,9 +72,58 @@ function out(m: unknown): void {
 
 type Lib = typeof import("../tests/lib.ts");
 
+/** glibc's allocator statistics and `malloc_trim`, through bench/c/soak-probe.c. */
+interface Probe {
+  soak_mallinfo(out: unknown): void;
+  soak_trim(): number;
+}
+
+let probe: { lib: Probe; out: BigUint64Array; ptr: unknown } | undefined;
+
+/** Opens the allocator probe (`SOAK_PROBE`), before the first sample so it is in every one. */
+async function openProbe(): Promise<void> {
+  const path = process.env.SOAK_PROBE;
+  if (!path) return;
+  const { openLib } = await import("./wakeup-lib.ts");
+  const lib = await openLib<Probe>(path, {
+    soak_mallinfo: { args: ["pointer"], result: "void" },
+    soak_trim: { args: [], result: "i32" },
+  });
+  const out = new BigUint64Array(6);
+  const ptr = isBun
+    ? (await import("bun:ffi")).ptr(out)
+    : Deno.UnsafePointer.of(out as unknown as BufferSource);
+  probe = { lib, out, ptr };
+}
+
+/** glibc malloc: arena bytes, mmapped bytes, in use, free (kept), trimmable top. */
+function mallinfo(): { arena: number; mmapped: number; used: number; free: number; top: number } {
+  const p = probe!;
+  p.lib.soak_mallinfo(p.ptr);
+  const [arena, mmapped, used, free, top] = [...p.out].map(Number);
+  return { arena, mmapped, used, free, top };
+}
+
+/** The process's anonymous resident memory (bytes), from /proc/self/smaps_rollup. */
+function anonymous(): number {
+  const m = /^Anonymous:\s+(\d+) kB/m.exec(readFileSync("/proc/self/smaps_rollup", "utf8"));
+  return m ? Number(m[1]) * 1024 : 0;
+}
+
 function sample(cycle: number, lib?: Lib): Sample {
   const m = process.memoryUsage();
-  const s: Sample = { cycle, rss: m.rss, heap: m.heapUsed, external: m.external };
+  const s: Sample = {
+    cycle,
+    rss: m.rss,
+    anon: anonymous(),
+    heapTotal: m.heapTotal,
+    external: m.external,
+  };
+  if (probe) {
+    const mi = mallinfo();
+    s.malloc = mi.arena + mi.mmapped;
+    s.mallocUsed = mi.used + mi.mmapped;
+  }
   // (a tree from before the census is measured too: without it, RSS only)
   if (lib?.nativeCensus) {
     const c = lib.nativeCensus();
@@ -79,32 +134,28 @@ function sample(cycle: number, lib?: Lib): Sample {
   return s;
 }
 
-/** glibc's allocator statistics and `malloc_trim`, through bench/c/soak-probe.c. */
-interface Probe {
-  soak_mallinfo(out: unknown): void;
-  soak_trim(): number;
+/** Resident memory by mapping (file path, `[heap]`, `[stack]`, or anonymous), largest first. */
+function mappings(top = 14): Record<string, number> {
+  const by = new Map<string, number>();
+  let name = "";
+  for (const line of readFileSync("/proc/self/smaps", "utf8").split("\n")) {
+    const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (head) {
+      // by file name only: which library or binary, not where it is installed
+      name = head[1] ? head[1].slice(head[1].lastIndexOf("/") + 1) : "[anon]";
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss) by.set(name, (by.get(name) ?? 0) + Number(rss[1]));
+  }
+  return Object.fromEntries([...by].sort((a, b) => b[1] - a[1]).slice(0, top));
 }
 
 /**
- * What the process holds at the end: after a full collection, per engine and allocator, and its
- * RSS once the C allocator returned its free memory (`malloc_trim(0)`).
+ * What the process holds at the end: after a full collection, per engine and allocator, by
+ * mapping (KiB), and its RSS once the C allocator returned its free memory (`malloc_trim(0)`).
  */
 async function diagnosis(lib?: Lib): Promise<Record<string, unknown>> {
-  // the probe is opened first, so that what it costs is in both RSS figures
-  const path = process.env.SOAK_PROBE;
-  let probe: Probe | undefined;
-  const mi = new BigUint64Array(6);
-  let miPtr: unknown;
-  if (path) {
-    const { openLib } = await import("./wakeup-lib.ts");
-    probe = await openLib<Probe>(path, {
-      soak_mallinfo: { args: ["pointer"], result: "void" },
-      soak_trim: { args: [], result: "i32" },
-    });
-    miPtr = isBun
-      ? (await import("bun:ffi")).ptr(mi)
-      : Deno.UnsafePointer.of(mi as unknown as BufferSource);
-  }
   const v8 = await import("node:v8");
   const jsc = isBun ? await import("bun:jsc") : undefined;
   const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void } };
@@ -114,6 +165,7 @@ async function diagnosis(lib?: Lib): Promise<Record<string, unknown>> {
   const d: Record<string, unknown> = {
     collected: Boolean(g.Bun || g.gc),
     rss: m.rss,
+    anon: anonymous(),
     heap: m.heapUsed,
     heapTotal: m.heapTotal,
     external: m.external,
@@ -132,11 +184,10 @@ async function diagnosis(lib?: Lib): Promise<Record<string, unknown>> {
     d.jsc = { heapSize: h.heapSize, heapCapacity: h.heapCapacity, extra: h.extraMemorySize };
     d.bunMemory = jsc.memoryUsage();
   }
+  d.mappingsKiB = mappings();
   if (probe) {
-    probe.soak_mallinfo(miPtr);
-    const [arena, mmapped, used, free, top] = [...mi].map(Number);
-    d.malloc = { arena, mmapped, used, free, top };
-    probe.soak_trim();
+    d.malloc = mallinfo();
+    probe.lib.soak_trim();
     d.rssTrimmed = process.memoryUsage().rss;
   }
   return d;
@@ -455,12 +506,14 @@ async function drive(): Promise<void> {
       );
       try {
         const ready = await server.next((m) => "ready" in m, 120_000);
+        const t0 = performance.now();
         const client = start(
           impl.argv("client", kind, [address, String(ready.port), String(cycles), String(every)]),
           env,
         );
         try {
           const done = await client.next((m) => "done" in m, 24 * 3600_000);
+          const wall = (performance.now() - t0) / 1000;
           const sdone = await server.next((m) => "done" in m, 120_000);
           await Promise.all([client.exited, server.exited]);
           const samples = (p: { lines: Record<string, unknown>[] }, key: string) =>
@@ -474,7 +527,7 @@ async function drive(): Promise<void> {
             kind,
             impl: impl.name,
             cycles,
-            secs: Number(done.secs ?? 0),
+            secs: Number(done.secs ?? wall),
             client: samples(client, "cycle"),
             server: samples(server, "served"),
             clientEnd: (done.end ?? { rss: done.rss }) as Record<string, unknown>,
@@ -518,14 +571,17 @@ function report(runs: Run[], cycles: number, every: number, name: string): strin
   const lines = [
     `# Soak: ${cycles} connection cycles per implementation`,
     "",
-    `Client RSS sampled after cycle 1 and every ${every} cycles without a forced collection; the`,
-    "census (`nativeCensus()`: live objects, native blocks and bytes) at the same points. Growth per",
-    'cycle by quarter of the run, in KiB. "end, settled" is after a full collection; "trimmed"',
-    "after `malloc_trim(0)` on top of it.",
+    `Client RSS sampled after cycle 1 and every ${every} cycles without a forced collection, with`,
+    "its parts: anonymous memory, glibc malloc's (arenas and mmapped chunks), the JS heap",
+    "(committed); and the census (`nativeCensus()`: live objects, native blocks and bytes). Growth",
+    'per cycle by quarter of the run, in KiB. "settled" is after a full collection at the end;',
+    '"trimmed" after `malloc_trim(0)` on top of it.',
     "",
-    "| kind | impl | RSS after cycle 1 → end (MiB) | growth (MiB) | KiB/cycle by quarter | last half KiB/cycle | census objects, blocks, bytes: cycle 1 → end | end, settled → trimmed (MiB) | server RSS (MiB) | cycles/s |",
+    "| kind | impl | RSS after cycle 1 → end (MiB) | growth: RSS, anon, malloc, JS heap (MiB) | KiB/cycle by quarter | last half KiB/cycle | census objects, blocks, bytes: cycle 1 → end | settled → trimmed (MiB) | server RSS (MiB) | cycles/s |",
     "|---|---|---|---|---|---|---|---|---|---|",
   ];
+  const grow = (a: Sample, b: Sample, k: keyof Sample) =>
+    a[k] === undefined || b[k] === undefined ? "—" : mib(b[k]! - a[k]!);
   for (const r of runs) {
     const s = r.client;
     const first = s[0], last = s[s.length - 1];
@@ -543,17 +599,22 @@ function report(runs: Run[], cycles: number, every: number, name: string): strin
     const sv = r.server.length
       ? `${mib(r.server[0].rss)} → ${mib(r.server[r.server.length - 1].rss)}`
       : "—";
+    const parts = ["rss", "anon", "malloc", "heapTotal"] as const;
     lines.push(
       `| ${r.kind} | ${r.impl} | ${mib(first.rss)} → ${mib(last.rss)} | ${
-        mib(last.rss - first.rss)
+        parts.map((k) => grow(first, last, k)).join(", ")
       } | ${q.join(", ")} | ${slope(s, n / 2, n).toFixed(2)} | ${census} | ${settled} | ${sv} | ${
         r.secs ? (n / r.secs).toFixed(1) : "—"
       } |`,
     );
   }
   lines.push("", `![RSS over the cycles](${name}.svg)`, "");
-  lines.push("What each client held at the end (after a full collection):", "", "```");
-  for (const r of runs) lines.push(`${r.kind} ${r.impl}: ${JSON.stringify(r.clientEnd)}`);
+  lines.push("What each client held after cycle 1 and at the end (after a full collection):", "");
+  lines.push("```");
+  for (const r of runs) {
+    lines.push(`${r.kind} ${r.impl}, cycle 1: ${JSON.stringify(r.client[0])}`);
+    lines.push(`${r.kind} ${r.impl}, end: ${JSON.stringify(r.clientEnd)}`);
+  }
   lines.push("```", "");
   return lines.join("\n");
 }
@@ -609,6 +670,7 @@ function chart(runs: Run[], impls: Impl[], kinds: string[]): string {
 
 const [role, kind, ...rest] = process.argv.slice(2);
 const num = (i: number) => Number(rest[i]);
+if (role !== undefined && !role.startsWith("--")) await openProbe();
 switch (role) {
   case "client":
     await ourClient(kind, rest[0], num(1), num(2), num(3));
