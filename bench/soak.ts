@@ -36,6 +36,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import net from "node:net";
+import v8 from "node:v8";
 
 const isBun = "Bun" in globalThis;
 const self = fileURLToPath(import.meta.url);
@@ -50,6 +51,8 @@ interface Sample {
   /** the JS engine's heap (committed) and what it accounts outside it */
   heapTotal?: number;
   external?: number;
+  /** bytes the JS engine allocated since the start (V8's and JSC's count) */
+  allocated?: number;
   /** glibc malloc: memory taken from the kernel (arenas + mmapped chunks), and in use */
   malloc?: number;
   mallocUsed?: number;
@@ -118,6 +121,7 @@ function sample(cycle: number, lib?: Lib): Sample {
     anon: anonymous(),
     heapTotal: m.heapTotal,
     external: m.external,
+    allocated: v8.getHeapStatistics().total_allocated_bytes,
   };
   if (probe) {
     const mi = mallinfo();
@@ -156,7 +160,6 @@ function mappings(top = 14): Record<string, number> {
  * mapping (KiB), and its RSS once the C allocator returned its free memory (`malloc_trim(0)`).
  */
 async function diagnosis(lib?: Lib): Promise<Record<string, unknown>> {
-  const v8 = await import("node:v8");
   const jsc = isBun ? await import("bun:jsc") : undefined;
   const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void } };
   if (g.Bun) g.Bun.gc(true);
@@ -496,58 +499,89 @@ async function drive(): Promise<void> {
   ];
   const impls = IMPLS.filter((i) => wanted.includes(i.name.toLowerCase().replace(" ", "-")));
   const runs: Run[] = [];
+  const failures: string[] = [];
   for (const kind of kinds) {
     for (const impl of impls) {
       console.error(`soak: ${kind} × ${cycles}, ${impl.name} ...`);
-      const env = { SOAK_PROBE: probe, NO_COLOR: "1" };
-      const server = start(
-        impl.argv("server", kind, [address, String(cycles), String(every)]),
-        env,
-      );
       try {
-        const ready = await server.next((m) => "ready" in m, 120_000);
-        const t0 = performance.now();
-        const client = start(
-          impl.argv("client", kind, [address, String(ready.port), String(cycles), String(every)]),
-          env,
-        );
-        try {
-          const done = await client.next((m) => "done" in m, 24 * 3600_000);
-          const wall = (performance.now() - t0) / 1000;
-          const sdone = await server.next((m) => "done" in m, 120_000);
-          await Promise.all([client.exited, server.exited]);
-          const samples = (p: { lines: Record<string, unknown>[] }, key: string) =>
-            p.lines.filter((m) => key in m || "cycle" in m).map((m) =>
-              ({
-                ...m,
-                cycle: Number(m.cycle ?? m[key]),
-              }) as Sample
-            );
-          const run: Run = {
-            kind,
-            impl: impl.name,
-            cycles,
-            secs: Number(done.secs ?? wall),
-            client: samples(client, "cycle"),
-            server: samples(server, "served"),
-            clientEnd: (done.end ?? { rss: done.rss }) as Record<string, unknown>,
-            serverEnd: (sdone.end ?? { rss: sdone.rss }) as Record<string, unknown>,
-          };
-          runs.push(run);
-          console.error(`soak: ${kind} ${impl.name}: ${summary(run)}`);
-        } finally {
-          client.kill();
-        }
-      } finally {
-        server.kill();
+        const run = await soakOne(impl, kind, address, cycles, every, probe);
+        runs.push(run);
+        console.error(`soak: ${kind} ${impl.name}: ${summary(run)}`);
+      } catch (e) {
+        // one implementation failing leaves the others' figures
+        const why = e instanceof Error ? e.message : String(e);
+        failures.push(`${kind} ${impl.name}: ${why}`);
+        console.error(`soak: ${kind} ${impl.name} failed: ${why}`);
       }
     }
   }
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `${name}.json`), JSON.stringify({ cycles, every, runs }, null, 1));
-  writeFileSync(join(outDir, `${name}.md`), report(runs, cycles, every, name));
+  writeFileSync(join(outDir, `${name}.md`), report(runs, cycles, every, name, failures));
   writeFileSync(join(outDir, `${name}.svg`), chart(runs, impls, kinds));
   console.error(`soak: wrote ${join(outDir, name)}.md, .svg and .json`);
+}
+
+/** Runs one implementation's server and client; fails when either fails or a cycle hangs. */
+async function soakOne(
+  impl: Impl,
+  kind: string,
+  address: string,
+  cycles: number,
+  every: number,
+  probe: string,
+): Promise<Run> {
+  const env = { SOAK_PROBE: probe, NO_COLOR: "1" };
+  const server = start(impl.argv("server", kind, [address, String(cycles), String(every)]), env);
+  // a server that fails ends the run (its client would wait for it forever)
+  const serverFailed = server.exited.then((code) =>
+    code === 0 ? new Promise<never>(() => {}) : Promise.reject(
+      new Error(`the server exited with ${code}: ${server.stderr().slice(-2000)}`),
+    )
+  );
+  serverFailed.catch(() => {});
+  try {
+    const ready = await Promise.race([server.next((m) => "ready" in m, 120_000), serverFailed]);
+    const t0 = performance.now();
+    const client = start(
+      impl.argv("client", kind, [address, String(ready.port), String(cycles), String(every)]),
+      env,
+    );
+    try {
+      // no sample for 10 minutes: the client hangs
+      let seen = 0;
+      let done: Record<string, unknown> | undefined;
+      while (!done) {
+        const m = await Promise.race([
+          client.next((m) => "done" in m || ("cycle" in m && Number(m.cycle) > seen), 600_000),
+          serverFailed,
+        ]);
+        if ("done" in m) done = m;
+        else seen = Number(m.cycle);
+      }
+      const wall = (performance.now() - t0) / 1000;
+      const sdone = await server.next((m) => "done" in m, 120_000);
+      await Promise.all([client.exited, server.exited]);
+      const samples = (p: { lines: Record<string, unknown>[] }, key: string) =>
+        p.lines.filter((m) => key in m || "cycle" in m).map((m) =>
+          ({ ...m, cycle: Number(m.cycle ?? m[key]) }) as Sample
+        );
+      return {
+        kind,
+        impl: impl.name,
+        cycles,
+        secs: Number(done.secs ?? wall),
+        client: samples(client, "cycle"),
+        server: samples(server, "served"),
+        clientEnd: (done.end ?? { rss: done.rss }) as Record<string, unknown>,
+        serverEnd: (sdone.end ?? { rss: sdone.rss }) as Record<string, unknown>,
+      };
+    } finally {
+      client.kill();
+    }
+  } finally {
+    server.kill();
+  }
 }
 
 const MiB = 1 << 20;
@@ -567,7 +601,13 @@ function summary(r: Run): string {
   return `RSS ${mib(first.rss)} → ${mib(last.rss)} MiB in ${r.secs.toFixed(0)} s`;
 }
 
-function report(runs: Run[], cycles: number, every: number, name: string): string {
+function report(
+  runs: Run[],
+  cycles: number,
+  every: number,
+  name: string,
+  failures: string[],
+): string {
   const lines = [
     `# Soak: ${cycles} connection cycles per implementation`,
     "",
@@ -608,6 +648,7 @@ function report(runs: Run[], cycles: number, every: number, name: string): strin
       } |`,
     );
   }
+  for (const f of failures) lines.push("", `Failed: ${f}`);
   lines.push("", `![RSS over the cycles](${name}.svg)`, "");
   lines.push("What each client held after cycle 1 and at the end (after a full collection):", "");
   lines.push("```");

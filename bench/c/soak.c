@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <unistd.h>
 
 #define DEPTH 8
@@ -44,6 +45,16 @@ static long rss_bytes(void) {
   if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = -1;
   fclose(f);
   return resident * sysconf(_SC_PAGESIZE);
+}
+
+/* A cycle that takes longer than this ends the process (a lost event would otherwise hang it). */
+#define CYCLE_LIMIT_S 60
+
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char msg[] = "soak: a cycle took over 60 s\n";
+  if (write(2, msg, sizeof msg - 1) < 0) _exit(3);
+  _exit(3);
 }
 
 static void report(const char *key, long i) {
@@ -147,6 +158,7 @@ static void cm_client(const char *addr, int port, long cycles, long every) {
   struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons(port)};
   inet_pton(AF_INET, addr, &dst.sin_addr);
   for (long i = 1; i <= cycles; i++) {
+    alarm(CYCLE_LIMIT_S);
     struct rdma_event_channel *ch = rdma_create_event_channel();
     struct rdma_cm_id *id;
     struct ep e;
@@ -188,6 +200,7 @@ static void cm_server(const char *addr, long count, long every) {
   printf("{\"ready\":true,\"port\":%d}\n", ntohs(rdma_get_src_port(listen_id)));
   fflush(stdout);
   for (long i = 1; i <= count; i++) {
+    alarm(i == 1 ? 0 : CYCLE_LIMIT_S);
     struct rdma_cm_event *ev = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
     struct rdma_cm_id *id = ev->id;
     struct ep e;
@@ -227,6 +240,7 @@ static void rs_client(const char *addr, int port, long cycles, long every) {
   inet_pton(AF_INET, addr, &dst.sin_addr);
   for (int i = 0; i < MSG; i++) out[i] = (char)i;
   for (long i = 1; i <= cycles; i++) {
+    alarm(CYCLE_LIMIT_S);
     int fd = rsocket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) die("rsocket");
     if (rconnect(fd, (struct sockaddr *)&dst, sizeof dst)) die("rconnect");
@@ -256,6 +270,7 @@ static void rs_server(const char *addr, long count, long every) {
   printf("{\"ready\":true,\"port\":%d}\n", ntohs(src.sin_port));
   fflush(stdout);
   for (long i = 1; i <= count; i++) {
+    alarm(i == 1 ? 0 : CYCLE_LIMIT_S);
     int fd = raccept(lfd, NULL, NULL);
     ssize_t n;
     if (fd < 0) die("raccept");
@@ -275,6 +290,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *role = argv[1], *addr = argv[2];
+  signal(SIGALRM, on_alarm);
   if (!strcmp(role, "cm-server")) cm_server(addr, atol(argv[3]), atol(argv[4]));
   else if (!strcmp(role, "rs-server")) rs_server(addr, atol(argv[3]), atol(argv[4]));
   else if (argc >= 6 && !strcmp(role, "cm-client"))
