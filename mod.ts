@@ -24,6 +24,7 @@ export {
   COUNTING as COST_COUNTING,
   resetCostCounts,
 } from "./ffi/cost.ts";
+export { type NativeCensus, nativeCensus } from "./ffi/census.ts";
 export type { NativePointer, Pointer } from "./types/ctypes.ts";
 export * from "./types/errors.ts";
 export type { Bytes } from "./types/bytes.ts";

@@ -6,6 +6,7 @@
  */
 
 import type {
+  BoundFunction,
   BoundLibrary,
   FunctionSpec,
   Int64,
@@ -21,6 +22,7 @@ import { InvalidArgumentError, LibraryNotFoundError, RdmaError } from "../types/
 import { candidates, LIBRARIES, type LibraryInfo, type LibraryPaths } from "./library.ts";
 import { describe } from "../types/check.ts";
 import { costs, countCall, countedLibrary, COUNTING } from "./cost.ts";
+import { countBorn, countDied, countMemory } from "./census.ts";
 
 /** What a runtime backend must provide. */
 export interface Backend {
@@ -80,6 +82,9 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
   // errno lives in thread-local storage of the JS thread; FFI calls made from
   // this thread write it there, so one cached view reads it.
   const errnoView = new Int32Array(backend.arrayBuffer(errnoAt, 4));
+  // the size of each live allocation, for the census (ffi/census.ts): alloc and free only, never
+  // on a post or a poll
+  const sizes = new Map<bigint, number>();
 
   const native: Native = {
     runtime: backend.runtime,
@@ -128,10 +133,19 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
         throw new RdmaError(`aligned_alloc(${align}, ${rounded}) failed: out of memory`);
       }
       libc.memset(p, 0, rounded);
+      sizes.set(backend.address(p), rounded);
+      countMemory(1, rounded);
       return p;
     },
     free(p) {
-      if (p !== null) libc.free(p);
+      if (p === null) return;
+      const key = backend.address(p);
+      const size = sizes.get(key);
+      if (size !== undefined) {
+        sizes.delete(key);
+        countMemory(-1, -size);
+      }
+      libc.free(p);
     },
     fnPointer: () => {
       throw new RdmaError("function pointers not initialised");
@@ -143,9 +157,51 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
   const fp = backend.functionPointers(native, paths);
   return Object.assign(native, {
     fnPointerPath: fp.path,
-    fnPointer: fp.fnPointer,
-    prepareCall: COUNTING ? countedPrepareCall(fp.prepareCall) : fp.prepareCall,
+    fnPointer: boundOnce(backend, fp.fnPointer),
+    prepareCall: censusPrepareCall(COUNTING ? countedPrepareCall(fp.prepareCall) : fp.prepareCall),
   });
+}
+
+/**
+ * Binds each function pointer once per signature and hands the same binding to every later
+ * caller (a provider's `post_send` is the same function for every QP of the device): binding
+ * costs a compiled trampoline in Bun and an argument block in Deno, which per object would grow
+ * with every object made. Each binding is counted in the census as an `FnPointer`.
+ */
+function boundOnce(backend: Backend, bind: Native["fnPointer"]): Native["fnPointer"] {
+  const bound = new Map<FunctionSpec, Map<bigint, unknown>>();
+  return <S extends FunctionSpec>(fn: NativePointer, spec: S) => {
+    let bySpec = bound.get(spec);
+    if (bySpec === undefined) bound.set(spec, bySpec = new Map());
+    const key = backend.address(fn);
+    let f = bySpec.get(key);
+    if (f === undefined) {
+      bySpec.set(key, f = bind(fn, spec));
+      countBorn("FnPointer");
+    }
+    return f as BoundFunction<S>;
+  };
+}
+
+/**
+ * Prepared calls counted in the census (`PreparedCall`, until `free()`); the call itself is the
+ * loader's, untouched.
+ */
+function censusPrepareCall(prepare: Native["prepareCall"]): Native["prepareCall"] {
+  return (fn, spec, args) => {
+    const p = prepare(fn, spec, args);
+    countBorn("PreparedCall");
+    const free = p.free;
+    let live = true;
+    p.free = () => {
+      if (live) {
+        live = false;
+        countDied("PreparedCall");
+      }
+      free();
+    };
+    return p;
+  };
 }
 
 /** The name a function-pointer spec is counted under: the member name in its C prototype. */

@@ -62,12 +62,11 @@ function fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
   return (spec.result === "pointer" ? (...a: unknown[]) => asPtr(f(...a) as number) : f) as never;
 }
 
+/** A prepared call over `f`, the function pointer bound once (`native.fnPointer`). */
 function prepareCall<S extends FunctionSpec>(
-  fn: NativePointer,
-  spec: S,
+  f: (...a: unknown[]) => ReturnType<PreparedCall<S>["call"]>,
   args: ArgValues<S["args"]>,
 ): PreparedCall<S> {
-  const f = fnPointer(fn, spec) as (...a: unknown[]) => ReturnType<PreparedCall<S>["call"]>;
   const a = [...args] as unknown[];
   // fixed-arity closures: no spread, no allocation per call
   const call = a.length === 3
@@ -124,7 +123,13 @@ const backend: Backend = {
     while (read.u8(start as never, len) !== 0) len++;
     return new TextDecoder().decode(new Uint8Array(toArrayBuffer(start as never, 0, len)));
   },
-  functionPointers: () => ({ path: "CFunction", fnPointer, prepareCall }),
+  // a prepared call only holds its arguments: the CFunction (a compiled trampoline) is made once
+  // per function and signature and shared (`native.fnPointer` caches it)
+  functionPointers: (native) => ({
+    path: "CFunction",
+    fnPointer,
+    prepareCall: (fn, spec, args) => prepareCall(native.fnPointer(fn, spec) as never, args),
+  }),
 };
 
 /** The CPU architecture, named as the layout tables name it. */

@@ -243,7 +243,7 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
 }
 
 /** The fallback: `Deno.UnsafeFnPointer` (about a microsecond per call). */
-function unsafeFnPointerPath(): Pick<Native, "fnPointer" | "prepareCall"> {
+function unsafeFnPointerPath(native: Native): Pick<Native, "fnPointer" | "prepareCall"> {
   function fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
     const f = new Deno.UnsafeFnPointer(
       denoPtr(fn) as Deno.PointerObject<never>,
@@ -260,7 +260,10 @@ function unsafeFnPointerPath(): Pick<Native, "fnPointer" | "prepareCall"> {
   return {
     fnPointer,
     prepareCall<S extends FunctionSpec>(fn: NativePointer, spec: S, args: ArgValues<S["args"]>) {
-      const f = fnPointer(fn, spec) as (...a: unknown[]) => ReturnType<PreparedCall<S>["call"]>;
+      // bound once per function and signature (`native.fnPointer` caches it)
+      const f = native.fnPointer(fn, spec) as (
+        ...a: unknown[]
+      ) => ReturnType<PreparedCall<S>["call"]>;
       const a = [...args] as unknown[];
       return {
         call: () => f(...a),
@@ -324,7 +327,7 @@ const backend: Backend = {
         }
       }
     }
-    return { path: "UnsafeFnPointer", ...unsafeFnPointerPath() };
+    return { path: "UnsafeFnPointer", ...unsafeFnPointerPath(native) };
   },
 };
 

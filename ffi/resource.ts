@@ -8,6 +8,7 @@
  */
 
 import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
+import { countBorn, countDied } from "./census.ts";
 
 /** A class, by its prototype (private constructors included). */
 type AnyClass<T> = { readonly prototype: T; readonly name: string };
@@ -63,6 +64,7 @@ export abstract class NativeResource implements Disposable {
       this.#owners.push(o);
     }
     leaks.register(this, kind, this);
+    countBorn(kind);
   }
 
   /** True once closed (directly or through an owner). */
@@ -130,6 +132,7 @@ export abstract class NativeResource implements Disposable {
     }
     this.#closed = true;
     leaks.unregister(this);
+    countDied(this.kind);
     for (const o of this.#owners) o.#dependents.delete(this);
     try {
       this.destroy();

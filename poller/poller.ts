@@ -41,6 +41,7 @@ import { type HoldCounter, WaitList, type WaitOptions } from "./wait.ts";
 import { errnoError } from "../ffi/errors.ts";
 import { describe } from "../types/check.ts";
 import { costs, COUNTING } from "../ffi/cost.ts";
+import { countBorn, countDied } from "../ffi/census.ts";
 
 /** Options of a {@link Poller}. */
 export interface PollerOptions {
@@ -121,6 +122,7 @@ export class Poller implements HoldCounter {
       onEvents: (fds, count) => this.#dispatch(fds, count),
     };
     this.#waiter = createWaiter(this.#waiterOptions);
+    countBorn("Poller");
   }
 
   /**
@@ -262,6 +264,7 @@ export class Poller implements HoldCounter {
     for (const l of [...this.#closeListeners]) l(error);
     this.#closeListeners.clear();
     this.#closed = true;
+    countDied("Poller");
     this.#holds = 0;
     this.#weakHolds = 0;
     this.#stopWeakChecks();
@@ -340,6 +343,7 @@ export class FdWatch {
     this.#onReadable = onReadable;
     this.#unregister = unregister;
     this.#waits = new WaitList(poller);
+    countBorn("FdWatch");
   }
 
   /** True once closed (by itself or by its poller). */
@@ -398,6 +402,7 @@ export class FdWatch {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    countDied("FdWatch");
     this.#unregister(this);
     while (this.#refs > 0) this.unref();
     this.#waits.rejectAll(new ClosedError("FdWatch"));

@@ -43,6 +43,7 @@ const IWARP: Suite = { iwarp: true, hosts: "one" };
 
 /** Every device test file (relative to the repository root) and what it needs. */
 export const DEVICE_SUITES: Readonly<Record<string, Suite>> = {
+  "tests/device/census.test.ts": IWARP,
   "tests/device/cm.test.ts": IWARP,
   "tests/device/cm-ex.test.ts": IWARP,
   "tests/device/cm-rc.test.ts": { iwarp: true, hosts: "both" },

@@ -1,0 +1,731 @@
+/**
+ * The long soak: many connection cycles, one after another, of one client process against a
+ * server process, with the client's resident set size and the library's census of native objects
+ * (`nativeCensus()`) sampled every `--every` cycles without forcing a collection — for this
+ * library in Deno and in Bun, beside the same cycles in C (bench/c/soak.c: librdmacm and
+ * libibverbs, the same calls in the same order; rsocket for streams) and over each runtime's own
+ * TCP (`node:net`), all in one run. Two kinds of cycle:
+ *
+ * - `cm`: rdma_cm connect (PD, completion channel, CQ, RC QP and a registered buffer made on the
+ *   id, receives posted before connect), one message each way, disconnect, everything closed
+ *   (tests/device/peers/endpoint.ts, as the cm tests use it);
+ * - `stream`: `connect()`, 4 KiB written and echoed back, `closeWrite()`, the end of the stream
+ *   read, `close()` and `released` awaited.
+ *
+ * The TCP loop makes the same cycle over `node:net` (the cm cycle's message is the same ping).
+ * After the cycles each client reports what it holds after a full collection, what the engine
+ * keeps (V8's heap spaces, JSC's heap), what the C allocator keeps (glibc's `mallinfo2`, through
+ * bench/c/soak-probe.c) and its RSS after `malloc_trim(0)`.
+ *
+ * Writes bench/results/soak.md (the table), soak.svg (RSS over the cycles, one panel per kind)
+ * and soak.json (every sample). Run it where there is an RDMA device, e.g. in the soft-RoCE VM:
+ *
+ *   scripts/softroce-vm --timeout 20000 -- node_modules/.bin/deno run -A bench/soak.ts
+ *
+ * Options: --cycles N (default 10000), --every N (default 100), --kinds cm,stream,
+ * --impls c,deno,bun,deno-tcp,bun-tcp, --address IP (default $RDMA_GUEST_IP), --out DIR
+ * (default bench/results), --name NAME (files NAME.md/.svg/.json, default soak).
+ *
+ * @module
+ */
+
+import process from "node:process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import net from "node:net";
+import v8 from "node:v8";
+
+const isBun = "Bun" in globalThis;
+const self = fileURLToPath(import.meta.url);
+const MSG = 4096;
+
+/** One sample of a client or server (bytes). */
+interface Sample {
+  cycle: number;
+  rss: number;
+  /** anonymous memory (heaps, allocators, stacks, the device's queues) */
+  anon?: number;
+  /** the JS engine's heap (committed) and what it accounts outside it */
+  heapTotal?: number;
+  external?: number;
+  /** bytes the JS engine allocated since the start (V8's and JSC's count) */
+  allocated?: number;
+  /** glibc malloc: memory taken from the kernel (arenas + mmapped chunks), and in use */
+  malloc?: number;
+  mallocUsed?: number;
+  /** census: live objects (total), native blocks and bytes */
+  objects?: number;
+  blocks?: number;
+  bytes?: number;
+}
+
+function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : fallback;
+}
+
+function out(m: unknown): void {
+  process.stdout.write(JSON.stringify(m) + "\n");
+}
+
+// ------------------------------------------------------------------------------------ measuring
+
+type Lib = typeof import("../tests/lib.ts");
+
+/** glibc's allocator statistics and `malloc_trim`, through bench/c/soak-probe.c. */
+interface Probe {
+  soak_mallinfo(out: unknown): void;
+  soak_trim(): number;
+}
+
+let probe: { lib: Probe; out: BigUint64Array; ptr: unknown } | undefined;
+
+/** Opens the allocator probe (`SOAK_PROBE`), before the first sample so it is in every one. */
+async function openProbe(): Promise<void> {
+  const path = process.env.SOAK_PROBE;
+  if (!path) return;
+  const { openLib } = await import("./wakeup-lib.ts");
+  const lib = await openLib<Probe>(path, {
+    soak_mallinfo: { args: ["pointer"], result: "void" },
+    soak_trim: { args: [], result: "i32" },
+  });
+  const out = new BigUint64Array(6);
+  const ptr = isBun
+    ? (await import("bun:ffi")).ptr(out)
+    : Deno.UnsafePointer.of(out as unknown as BufferSource);
+  probe = { lib, out, ptr };
+}
+
+/** glibc malloc: arena bytes, mmapped bytes, in use, free (kept), trimmable top. */
+function mallinfo(): { arena: number; mmapped: number; used: number; free: number; top: number } {
+  const p = probe!;
+  p.lib.soak_mallinfo(p.ptr);
+  const [arena, mmapped, used, free, top] = [...p.out].map(Number);
+  return { arena, mmapped, used, free, top };
+}
+
+/** The process's anonymous resident memory (bytes), from /proc/self/smaps_rollup. */
+function anonymous(): number {
+  const m = /^Anonymous:\s+(\d+) kB/m.exec(readFileSync("/proc/self/smaps_rollup", "utf8"));
+  return m ? Number(m[1]) * 1024 : 0;
+}
+
+function sample(cycle: number, lib?: Lib): Sample {
+  const m = process.memoryUsage();
+  const s: Sample = {
+    cycle,
+    rss: m.rss,
+    anon: anonymous(),
+    heapTotal: m.heapTotal,
+    external: m.external,
+    allocated: v8.getHeapStatistics().total_allocated_bytes,
+  };
+  if (probe) {
+    const mi = mallinfo();
+    s.malloc = mi.arena + mi.mmapped;
+    s.mallocUsed = mi.used + mi.mmapped;
+  }
+  // (a tree from before the census is measured too: without it, RSS only)
+  if (lib?.nativeCensus) {
+    const c = lib.nativeCensus();
+    s.objects = c.total;
+    s.blocks = c.blocks;
+    s.bytes = c.bytes;
+  }
+  return s;
+}
+
+/** Resident memory by mapping (file path, `[heap]`, `[stack]`, or anonymous), largest first. */
+function mappings(top = 14): Record<string, number> {
+  const by = new Map<string, number>();
+  let name = "";
+  for (const line of readFileSync("/proc/self/smaps", "utf8").split("\n")) {
+    const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (head) {
+      // by file name only: which library or binary, not where it is installed
+      name = head[1] ? head[1].slice(head[1].lastIndexOf("/") + 1) : "[anon]";
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss) by.set(name, (by.get(name) ?? 0) + Number(rss[1]));
+  }
+  return Object.fromEntries([...by].sort((a, b) => b[1] - a[1]).slice(0, top));
+}
+
+/**
+ * What the process holds at the end: after a full collection, per engine and allocator, by
+ * mapping (KiB), and its RSS once the C allocator returned its free memory (`malloc_trim(0)`).
+ */
+async function diagnosis(lib?: Lib): Promise<Record<string, unknown>> {
+  const jsc = isBun ? await import("bun:jsc") : undefined;
+  const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void } };
+  if (g.Bun) g.Bun.gc(true);
+  else g.gc?.();
+  const m = process.memoryUsage();
+  const d: Record<string, unknown> = {
+    collected: Boolean(g.Bun || g.gc),
+    rss: m.rss,
+    anon: anonymous(),
+    heap: m.heapUsed,
+    heapTotal: m.heapTotal,
+    external: m.external,
+  };
+  if (lib?.nativeCensus) d.census = lib.nativeCensus();
+  const spaces: Record<string, number> = {};
+  for (const s of v8.getHeapSpaceStatistics()) {
+    if (s.physical_space_size > 0) spaces[s.space_name] = s.physical_space_size;
+  }
+  d.spaces = spaces;
+  const hs = v8.getHeapStatistics();
+  d.executable = hs.total_heap_size_executable;
+  d.malloced = hs.malloced_memory;
+  if (jsc) {
+    const h = jsc.heapStats();
+    d.jsc = { heapSize: h.heapSize, heapCapacity: h.heapCapacity, extra: h.extraMemorySize };
+    d.bunMemory = jsc.memoryUsage();
+  }
+  d.mappingsKiB = mappings();
+  if (probe) {
+    d.malloc = mallinfo();
+    probe.lib.soak_trim();
+    d.rssTrimmed = process.memoryUsage().rss;
+  }
+  return d;
+}
+
+// ------------------------------------------------------------------------------------ our roles
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+async function ourClient(
+  kind: string,
+  address: string,
+  port: number,
+  cycles: number,
+  every: number,
+) {
+  const lib: Lib = await import("../tests/lib.ts");
+  const { Endpoint } = await import("../tests/device/peers/endpoint.ts");
+  const msg = new Uint8Array(MSG).map((_, i) => i & 0xff);
+  const buf = new Uint8Array(MSG);
+  const t0 = performance.now();
+  for (let i = 1; i <= cycles; i++) {
+    if (kind === "cm") {
+      let ep: InstanceType<typeof Endpoint> | undefined;
+      const tag = `c${i}`;
+      const { id } = await lib.cmConnect({
+        hostname: address,
+        port,
+        privateData: enc.encode(tag),
+        responderResources: 1,
+        initiatorDepth: 1,
+        timeout: 20_000,
+        beforeConnect: (id) => {
+          ep = new Endpoint(id);
+        },
+      });
+      await ep!.send(enc.encode(`ping ${tag} 0`));
+      const m = await ep!.recv();
+      if (dec.decode(m.bytes) !== `pong ${tag} 0`) {
+        throw new Error(`bad reply ${dec.decode(m.bytes)}`);
+      }
+      await id.disconnect();
+      ep!.close();
+    } else {
+      const conn = await lib.connect({ hostname: address, port, timeout: 30_000 });
+      await conn.write(msg);
+      for (let got = 0; got < MSG;) {
+        const n = await conn.read(buf.subarray(got));
+        if (n === null) throw new Error("end of stream before the echo");
+        got += n;
+      }
+      if (buf[MSG - 1] !== msg[MSG - 1]) throw new Error("echo differs");
+      await conn.closeWrite();
+      if ((await conn.read(buf)) !== null) throw new Error("expected the end of the stream");
+      await conn[Symbol.asyncDispose]();
+    }
+    if (i === 1 || i % every === 0) out(sample(i, lib));
+  }
+  const secs = (performance.now() - t0) / 1000;
+  out({ done: true, secs, end: await diagnosis(lib) });
+}
+
+async function ourServer(kind: string, address: string, count: number, every: number) {
+  const lib: Lib = await import("../tests/lib.ts");
+  if (kind === "cm") {
+    const { Endpoint } = await import("../tests/device/peers/endpoint.ts");
+    const listener = lib.cmListen({ hostname: address, port: 0, backlog: 32 });
+    out({ ready: true, port: listener.port });
+    for (let i = 1; i <= count; i++) {
+      const req = await listener.accept({ timeout: 120_000 });
+      const ep = new Endpoint(req);
+      try {
+        await req.accept(
+          { privateData: enc.encode(`welcome:${i}`), responderResources: 1, initiatorDepth: 1 },
+          { timeout: 20_000 },
+        );
+        const disconnected = req.waitDisconnected();
+        const m = await ep.recv(60_000);
+        await ep.send(enc.encode(dec.decode(m.bytes).replace("ping", "pong")));
+        await disconnected;
+        await req.disconnect();
+      } finally {
+        ep.close();
+      }
+      if (i === 1 || i % every === 0) out(sample(i, lib));
+    }
+    listener.close();
+  } else {
+    const listener = lib.listen({ hostname: address, port: 0 });
+    out({ ready: true, port: listener.addr.port });
+    const buf = new Uint8Array(1 << 16);
+    for (let i = 1; i <= count; i++) {
+      const conn = await listener.accept({ timeout: 120_000 });
+      for (let n; (n = await conn.read(buf)) !== null;) await conn.write(buf.subarray(0, n));
+      await conn.closeWrite();
+      await conn[Symbol.asyncDispose]();
+      if (i === 1 || i % every === 0) out(sample(i, lib));
+    }
+    listener.close();
+  }
+  out({ done: true, end: await diagnosis(lib) });
+}
+
+// ------------------------------------------------------------------------------------ TCP roles
+
+/** Reads from `sock` until `n` bytes or the end; resolves with the bytes read. */
+function reader(sock: net.Socket) {
+  const chunks: Uint8Array[] = [];
+  let have = 0;
+  let ended = false;
+  let wake: (() => void) | null = null;
+  sock.on("data", (d: Uint8Array) => {
+    chunks.push(d);
+    have += d.length;
+    wake?.();
+  });
+  sock.on("end", () => {
+    ended = true;
+    wake?.();
+  });
+  return {
+    async take(n: number): Promise<Uint8Array> {
+      while (have < n && !ended) await new Promise<void>((r) => (wake = r));
+      const all = new Uint8Array(have);
+      let off = 0;
+      for (const c of chunks) all.set(c, (off += c.length) - c.length);
+      chunks.length = 0;
+      have = 0;
+      return all;
+    },
+    async end(): Promise<void> {
+      while (!ended) await new Promise<void>((r) => (wake = r));
+    },
+  };
+}
+
+async function tcpClient(
+  kind: string,
+  address: string,
+  port: number,
+  cycles: number,
+  every: number,
+) {
+  const msg = new Uint8Array(MSG).map((_, i) => i & 0xff);
+  const t0 = performance.now();
+  for (let i = 1; i <= cycles; i++) {
+    const sock = net.connect({ host: address, port });
+    sock.setNoDelay(true);
+    await new Promise<void>((resolve, reject) => {
+      sock.once("connect", resolve);
+      sock.once("error", reject);
+    });
+    const r = reader(sock);
+    const payload = kind === "cm" ? enc.encode(`ping c${i} 0`) : msg;
+    sock.write(payload);
+    const got = await r.take(payload.length);
+    if (got.length !== payload.length) throw new Error("short echo");
+    sock.end();
+    await r.end();
+    await new Promise<void>((resolve) => {
+      if (sock.closed) resolve();
+      else sock.once("close", () => resolve());
+    });
+    if (i === 1 || i % every === 0) out(sample(i));
+  }
+  const secs = (performance.now() - t0) / 1000;
+  out({ done: true, secs, end: await diagnosis() });
+}
+
+async function tcpServer(_kind: string, address: string, count: number, every: number) {
+  let served = 0;
+  let finish: () => void;
+  const finished = new Promise<void>((r) => (finish = r));
+  const server = net.createServer((sock) => {
+    sock.setNoDelay(true);
+    sock.on("data", (d) => sock.write(d));
+    sock.on("end", () => sock.end());
+    sock.on("close", () => {
+      served++;
+      if (served === 1 || served % every === 0) out(sample(served));
+      if (served === count) finish();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, address, () => r()));
+  out({ ready: true, port: (server.address() as net.AddressInfo).port });
+  await finished;
+  server.close();
+  out({ done: true, end: await diagnosis() });
+}
+
+// ------------------------------------------------------------------------------------ the driver
+
+/** One implementation of the cycles: how to start its server and client. */
+interface Impl {
+  readonly name: string;
+  readonly color: string;
+  readonly dash?: string;
+  argv(role: "server" | "client", kind: string, rest: string[]): string[];
+}
+
+/** A running process that reports JSON lines. */
+function start(argv: string[], env: Record<string, string>) {
+  const child: ChildProcess = spawn(argv[0], argv.slice(1), {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env },
+  });
+  const lines: Record<string, unknown>[] = [];
+  let waiters: (() => void)[] = [];
+  let pending = "";
+  let stderr = "";
+  child.stdout!.on("data", (d: Uint8Array) => {
+    pending += dec.decode(d);
+    for (let nl; (nl = pending.indexOf("\n")) >= 0;) {
+      const line = pending.slice(0, nl);
+      pending = pending.slice(nl + 1);
+      try {
+        lines.push(JSON.parse(line));
+      } catch {
+        process.stderr.write(`${argv[0]}: ${line}\n`);
+      }
+      for (const w of waiters) w();
+      waiters = [];
+    }
+  });
+  child.stderr!.on("data", (d: Uint8Array) => (stderr += dec.decode(d)));
+  const exited = new Promise<number | null>((r) => {
+    child.on("exit", (code) => {
+      for (const w of waiters) w();
+      waiters = [];
+      r(code);
+    });
+  });
+  let code: number | null | undefined;
+  exited.then((c) => (code = c));
+  return {
+    lines,
+    exited,
+    stderr: () => stderr,
+    kill: () => child.kill("SIGKILL"),
+    async next(pred: (m: Record<string, unknown>) => boolean, timeoutMs: number) {
+      const end = Date.now() + timeoutMs;
+      for (;;) {
+        const m = lines.find(pred);
+        if (m) return m;
+        if (code !== undefined) throw new Error(`${argv.join(" ")} exited (${code}): ${stderr}`);
+        if (Date.now() > end) throw new Error(`${argv.join(" ")}: timed out: ${stderr}`);
+        await new Promise<void>((r) => {
+          waiters.push(r);
+          setTimeout(r, 1000);
+        });
+      }
+    },
+  };
+}
+
+interface Run {
+  kind: string;
+  impl: string;
+  cycles: number;
+  secs: number;
+  client: Sample[];
+  server: Sample[];
+  clientEnd: Record<string, unknown>;
+  serverEnd: Record<string, unknown>;
+}
+
+async function drive(): Promise<void> {
+  const cycles = Number(arg("cycles", "10000"));
+  const every = Number(arg("every", "100"));
+  const kinds = arg("kinds", "cm,stream").split(",");
+  const wanted = arg("impls", "c,deno,bun,deno-tcp,bun-tcp").split(",");
+  const address = arg("address", process.env.RDMA_GUEST_IP ?? "");
+  const outDir = arg("out", join(self, "..", "results"));
+  const name = arg("name", "soak");
+  if (!address) throw new Error("no address: pass --address IP or set RDMA_GUEST_IP");
+  const dir = mkdtempSync(join(tmpdir(), "soak-"));
+  const cbin = join(dir, "soak");
+  const c = join(self, "..", "c");
+  execFileSync("cc", ["-O2", "-o", cbin, join(c, "soak.c"), "-lrdmacm", "-libverbs"]);
+  const probe = join(dir, "libsoak-probe.so");
+  execFileSync("cc", ["-O2", "-shared", "-fPIC", "-o", probe, join(c, "soak-probe.c")]);
+  const bin = join(self, "..", "..", "node_modules", ".bin");
+  const deno = [join(bin, "deno"), "run", "-A", "--v8-flags=--expose-gc", self];
+  const bun = [join(bin, "bun"), self];
+  const IMPLS: Impl[] = [
+    {
+      name: "C",
+      color: "#444",
+      argv: (role, kind, rest) => [cbin, `${kind === "cm" ? "cm" : "rs"}-${role}`, ...rest],
+    },
+    { name: "Deno", color: "#1a7f37", argv: (role, kind, rest) => [...deno, role, kind, ...rest] },
+    { name: "Bun", color: "#c2410c", argv: (role, kind, rest) => [...bun, role, kind, ...rest] },
+    {
+      name: "Deno TCP",
+      color: "#1a7f37",
+      dash: "5,4",
+      argv: (role, kind, rest) => [...deno, `tcp-${role}`, kind, ...rest],
+    },
+    {
+      name: "Bun TCP",
+      color: "#c2410c",
+      dash: "5,4",
+      argv: (role, kind, rest) => [...bun, `tcp-${role}`, kind, ...rest],
+    },
+  ];
+  const impls = IMPLS.filter((i) => wanted.includes(i.name.toLowerCase().replace(" ", "-")));
+  const runs: Run[] = [];
+  const failures: string[] = [];
+  for (const kind of kinds) {
+    for (const impl of impls) {
+      console.error(`soak: ${kind} × ${cycles}, ${impl.name} ...`);
+      try {
+        const run = await soakOne(impl, kind, address, cycles, every, probe);
+        runs.push(run);
+        console.error(`soak: ${kind} ${impl.name}: ${summary(run)}`);
+      } catch (e) {
+        // one implementation failing leaves the others' figures
+        const why = e instanceof Error ? e.message : String(e);
+        failures.push(`${kind} ${impl.name}: ${why}`);
+        console.error(`soak: ${kind} ${impl.name} failed: ${why}`);
+      }
+    }
+  }
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, `${name}.json`), JSON.stringify({ cycles, every, runs }, null, 1));
+  writeFileSync(join(outDir, `${name}.md`), report(runs, cycles, every, name, failures));
+  writeFileSync(join(outDir, `${name}.svg`), chart(runs, impls, kinds));
+  console.error(`soak: wrote ${join(outDir, name)}.md, .svg and .json`);
+}
+
+/** Runs one implementation's server and client; fails when either fails or a cycle hangs. */
+async function soakOne(
+  impl: Impl,
+  kind: string,
+  address: string,
+  cycles: number,
+  every: number,
+  probe: string,
+): Promise<Run> {
+  const env = { SOAK_PROBE: probe, NO_COLOR: "1" };
+  const server = start(impl.argv("server", kind, [address, String(cycles), String(every)]), env);
+  // a server that fails ends the run (its client would wait for it forever)
+  const serverFailed = server.exited.then((code) =>
+    code === 0 ? new Promise<never>(() => {}) : Promise.reject(
+      new Error(`the server exited with ${code}: ${server.stderr().slice(-2000)}`),
+    )
+  );
+  serverFailed.catch(() => {});
+  try {
+    const ready = await Promise.race([server.next((m) => "ready" in m, 120_000), serverFailed]);
+    const t0 = performance.now();
+    const client = start(
+      impl.argv("client", kind, [address, String(ready.port), String(cycles), String(every)]),
+      env,
+    );
+    try {
+      // no sample for 10 minutes: the client hangs
+      let seen = 0;
+      let done: Record<string, unknown> | undefined;
+      while (!done) {
+        const m = await Promise.race([
+          client.next((m) => "done" in m || ("cycle" in m && Number(m.cycle) > seen), 600_000),
+          serverFailed,
+        ]);
+        if ("done" in m) done = m;
+        else seen = Number(m.cycle);
+      }
+      const wall = (performance.now() - t0) / 1000;
+      const sdone = await server.next((m) => "done" in m, 120_000);
+      await Promise.all([client.exited, server.exited]);
+      const samples = (p: { lines: Record<string, unknown>[] }, key: string) =>
+        p.lines.filter((m) => key in m || "cycle" in m).map((m) =>
+          ({ ...m, cycle: Number(m.cycle ?? m[key]) }) as Sample
+        );
+      return {
+        kind,
+        impl: impl.name,
+        cycles,
+        secs: Number(done.secs ?? wall),
+        client: samples(client, "cycle"),
+        server: samples(server, "served"),
+        clientEnd: (done.end ?? { rss: done.rss }) as Record<string, unknown>,
+        serverEnd: (sdone.end ?? { rss: sdone.rss }) as Record<string, unknown>,
+      };
+    } finally {
+      client.kill();
+    }
+  } finally {
+    server.kill();
+  }
+}
+
+const MiB = 1 << 20;
+const mib = (b: number) => (b / MiB).toFixed(1);
+
+/** RSS growth per cycle (KiB) between the samples nearest to cycles `a` and `b`. */
+function slope(s: Sample[], a: number, b: number): number {
+  const at = (c: number) =>
+    s.reduce((best, x) => Math.abs(x.cycle - c) < Math.abs(best.cycle - c) ? x : best);
+  const x = at(a), y = at(b);
+  return y.cycle === x.cycle ? 0 : (y.rss - x.rss) / 1024 / (y.cycle - x.cycle);
+}
+
+function summary(r: Run): string {
+  const s = r.client;
+  const first = s[0], last = s[s.length - 1];
+  return `RSS ${mib(first.rss)} → ${mib(last.rss)} MiB in ${r.secs.toFixed(0)} s`;
+}
+
+function report(
+  runs: Run[],
+  cycles: number,
+  every: number,
+  name: string,
+  failures: string[],
+): string {
+  const lines = [
+    `# Soak: ${cycles} connection cycles per implementation`,
+    "",
+    `Client RSS sampled after cycle 1 and every ${every} cycles without a forced collection, with`,
+    "its parts: anonymous memory, glibc malloc's (arenas and mmapped chunks), the JS heap",
+    "(committed); and the census (`nativeCensus()`: live objects, native blocks and bytes). Growth",
+    'per cycle by quarter of the run, in KiB. "settled" is after a full collection at the end;',
+    '"trimmed" after `malloc_trim(0)` on top of it.',
+    "",
+    "| kind | impl | RSS after cycle 1 → end (MiB) | growth: RSS, anon, malloc, JS heap (MiB) | KiB/cycle by quarter | last half KiB/cycle | census objects, blocks, bytes: cycle 1 → end | settled → trimmed (MiB) | server RSS (MiB) | cycles/s |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+  ];
+  const grow = (a: Sample, b: Sample, k: keyof Sample) =>
+    a[k] === undefined || b[k] === undefined ? "—" : mib(b[k]! - a[k]!);
+  for (const r of runs) {
+    const s = r.client;
+    const first = s[0], last = s[s.length - 1];
+    const n = last.cycle;
+    const q = [0, 1, 2, 3].map((k) =>
+      slope(s, Math.max(1, (k * n) / 4), ((k + 1) * n) / 4).toFixed(1)
+    );
+    const census = first.objects === undefined
+      ? "—"
+      : `${first.objects}, ${first.blocks}, ${first.bytes} → ${last.objects}, ${last.blocks}, ${last.bytes}`;
+    const e = r.clientEnd;
+    const settled = typeof e.rss === "number"
+      ? `${mib(e.rss)}${typeof e.rssTrimmed === "number" ? ` → ${mib(e.rssTrimmed)}` : ""}`
+      : "—";
+    const sv = r.server.length
+      ? `${mib(r.server[0].rss)} → ${mib(r.server[r.server.length - 1].rss)}`
+      : "—";
+    const parts = ["rss", "anon", "malloc", "heapTotal"] as const;
+    lines.push(
+      `| ${r.kind} | ${r.impl} | ${mib(first.rss)} → ${mib(last.rss)} | ${
+        parts.map((k) => grow(first, last, k)).join(", ")
+      } | ${q.join(", ")} | ${slope(s, n / 2, n).toFixed(2)} | ${census} | ${settled} | ${sv} | ${
+        r.secs ? (n / r.secs).toFixed(1) : "—"
+      } |`,
+    );
+  }
+  for (const f of failures) lines.push("", `Failed: ${f}`);
+  lines.push("", `![RSS over the cycles](${name}.svg)`, "");
+  lines.push("What each client held after cycle 1 and at the end (after a full collection):", "");
+  lines.push("```");
+  for (const r of runs) {
+    lines.push(`${r.kind} ${r.impl}, cycle 1: ${JSON.stringify(r.client[0])}`);
+    lines.push(`${r.kind} ${r.impl}, end: ${JSON.stringify(r.clientEnd)}`);
+  }
+  lines.push("```", "");
+  return lines.join("\n");
+}
+
+/** One panel per kind: client RSS (MiB) over the cycles, one line per implementation. */
+function chart(runs: Run[], impls: Impl[], kinds: string[]): string {
+  const W = 900, H = 380, pad = 55, panel = (W - (kinds.length + 1) * pad) / kinds.length;
+  const o: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11">`,
+    `<rect width="${W}" height="${H}" fill="white"/>`,
+  ];
+  const ymax = Math.max(8, ...runs.flatMap((r) => r.client.map((s) => s.rss / MiB))) * 1.1;
+  kinds.forEach((kind, k) => {
+    const x0 = pad + k * (panel + pad), y0 = H - pad, h = H - 2 * pad;
+    const rs = runs.filter((r) => r.kind === kind);
+    const xmax = Math.max(1, ...rs.flatMap((r) => r.client.map((s) => s.cycle)));
+    const lx = (c: number) => x0 + (c / xmax) * panel;
+    const ly = (v: number) => y0 - (v / ymax) * h;
+    o.push(
+      `<text x="${x0 + panel / 2}" y="${pad - 25}" text-anchor="middle" font-size="13">${
+        kind === "cm" ? "rdma_cm connections" : "stream connections"
+      }: client RSS (MiB)</text>`,
+      `<line x1="${x0}" y1="${y0}" x2="${x0 + panel}" y2="${y0}" stroke="#999"/>`,
+      `<line x1="${x0}" y1="${y0}" x2="${x0}" y2="${y0 - h}" stroke="#999"/>`,
+      `<text x="${x0 + panel / 2}" y="${y0 + 30}" text-anchor="middle">cycles</text>`,
+    );
+    for (let t = 0; t <= 4; t++) {
+      const c = (xmax * t) / 4, v = (ymax * t) / 4;
+      o.push(
+        `<text x="${lx(c)}" y="${y0 + 14}" text-anchor="middle">${Math.round(c)}</text>`,
+        `<text x="${x0 - 4}" y="${ly(v) + 4}" text-anchor="end">${v.toFixed(0)}</text>`,
+      );
+    }
+    impls.forEach((impl, n) => {
+      const r = rs.find((x) => x.impl === impl.name);
+      if (!r) return;
+      const pts = r.client.map((s) => `${lx(s.cycle).toFixed(1)},${ly(s.rss / MiB).toFixed(1)}`);
+      o.push(
+        `<polyline fill="none" stroke="${impl.color}" stroke-width="2"${
+          impl.dash ? ` stroke-dasharray="${impl.dash}"` : ""
+        } points="${pts.join(" ")}"/>`,
+        `<text x="${x0 + panel - 70}" y="${
+          y0 - h + 14 * (n + 1)
+        }" fill="${impl.color}">${impl.name}</text>`,
+      );
+    });
+  });
+  o.push("</svg>");
+  return o.join("\n");
+}
+
+// ------------------------------------------------------------------------------------ main
+
+const [role, kind, ...rest] = process.argv.slice(2);
+const num = (i: number) => Number(rest[i]);
+if (role !== undefined && !role.startsWith("--")) await openProbe();
+switch (role) {
+  case "client":
+    await ourClient(kind, rest[0], num(1), num(2), num(3));
+    break;
+  case "server":
+    await ourServer(kind, rest[0], num(1), num(2));
+    break;
+  case "tcp-client":
+    await tcpClient(kind, rest[0], num(1), num(2), num(3));
+    break;
+  case "tcp-server":
+    await tcpServer(kind, rest[0], num(1), num(2));
+    break;
+  default:
+    await drive();
+}
+process.exit(0);

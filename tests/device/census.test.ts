@@ -1,0 +1,164 @@
+/**
+ * The census of native objects (`nativeCensus()`) over connection cycles: every count — each kind
+ * of object, native blocks and bytes — returns to where it was after the first cycle, in this
+ * runtime, for both kinds of connection the soak bench (bench/soak.ts) runs 10,000 of:
+ *
+ * - rdma_cm: `cmConnect` with a PD, completion channel, CQ, RC QP and registered buffer made on
+ *   the id (tests/device/peers/endpoint.ts), one message each way, `disconnect`, everything closed;
+ *   the server is a `cmListen` listener in this process doing the same on its side;
+ * - streams: `connect()`, 4 KiB each way, `closeWrite()`, the end of the stream read, `close()`
+ *   and `released`; the server is a `listen()` listener in this process echoing.
+ *
+ * Both ends are in this process (a peer process costs seconds to start in the emulated guest),
+ * so the census covers both. While a connection is open the census shows its objects (so it
+ * counts what it should); after the cycles it is back to its start. The suite samples
+ * `RDMA_CENSUS_CYCLES` cycles of each kind (default 200, under a minute per runtime in the
+ * emulated guest); bench/soak.ts runs the long soak and measures the memory.
+ */
+import assert from "node:assert/strict";
+import process from "node:process";
+import { deviceTest } from "../harness.ts";
+import {
+  cmConnect,
+  type CmId,
+  cmListen,
+  connect,
+  listen,
+  type NativeCensus,
+  nativeCensus,
+} from "../lib.ts";
+import { Endpoint } from "./peers/endpoint.ts";
+
+const CYCLES = Number(process.env.RDMA_CENSUS_CYCLES ?? 200);
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+/** The kinds whose count differs between two censuses, with both counts. */
+function changed(a: NativeCensus, b: NativeCensus): Record<string, [number, number]> {
+  const out: Record<string, [number, number]> = {};
+  for (const k of new Set([...Object.keys(a.objects), ...Object.keys(b.objects)])) {
+    const x = a.objects[k] ?? 0, y = b.objects[k] ?? 0;
+    if (x !== y) out[k] = [x, y];
+  }
+  if (a.blocks !== b.blocks) out.blocks = [a.blocks, b.blocks];
+  if (a.bytes !== b.bytes) out.bytes = [a.bytes, b.bytes];
+  return out;
+}
+
+/** Runs `cycles` cycles; checks the census after the first against the one after the last. */
+async function censusOver(
+  what: string,
+  cycles: number,
+  cycle: (i: number, during: (c: NativeCensus) => void) => Promise<void>,
+  expectDuring: Record<string, number>,
+): Promise<void> {
+  let start: NativeCensus | undefined;
+  let seen: NativeCensus | undefined;
+  const t0 = performance.now();
+  for (let i = 0; i < cycles; i++) {
+    await cycle(i, (c) => (seen ??= c));
+    if (i === 0) start = nativeCensus();
+  }
+  const end = nativeCensus();
+  const secs = (performance.now() - t0) / 1000;
+  console.log(
+    `census, ${what}: ${cycles} cycles in ${secs.toFixed(1)} s; after cycle 1 ${
+      JSON.stringify(start)
+    }; after cycle ${cycles} ${JSON.stringify(end)}`,
+  );
+  // while a connection was open, its objects were counted
+  for (const [kind, n] of Object.entries(expectDuring)) {
+    assert.ok(
+      (seen!.objects[kind] ?? 0) - (start!.objects[kind] ?? 0) >= n,
+      `${what}: ${n} more ${kind} while connected (${JSON.stringify(seen)} vs ${
+        JSON.stringify(start)
+      })`,
+    );
+  }
+  assert.deepEqual(changed(start!, end), {}, `${what}: the census is back to its start`);
+}
+
+deviceTest(
+  `census: ${CYCLES} rdma_cm connect/message/disconnect cycles return it to its start`,
+  async (env) => {
+    const listener = cmListen({ hostname: env.address, port: 0, backlog: 8 });
+    try {
+      await censusOver(`rdma_cm`, CYCLES, async (i, during) => {
+        // the server side: accept, answer the ping, wait for the client's disconnect
+        const served = (async () => {
+          const req: CmId = await listener.accept({ timeout: 30_000 });
+          const ep = new Endpoint(req);
+          try {
+            await req.accept({ responderResources: 1, initiatorDepth: 1 }, { timeout: 20_000 });
+            const disconnected = req.waitDisconnected({ timeout: 30_000 });
+            const m = await ep.recv();
+            await ep.send(enc.encode(dec.decode(m.bytes).replace("ping", "pong")));
+            await disconnected;
+            await req.disconnect();
+          } finally {
+            ep.close();
+          }
+        })();
+        let ep: Endpoint | undefined;
+        const { id } = await cmConnect({
+          hostname: env.address,
+          port: listener.port,
+          responderResources: 1,
+          initiatorDepth: 1,
+          timeout: 20_000,
+          beforeConnect: (id) => {
+            ep = new Endpoint(id);
+          },
+        });
+        try {
+          await ep!.send(enc.encode(`ping ${i}`));
+          assert.equal(dec.decode((await ep!.recv()).bytes), `pong ${i}`);
+          during(nativeCensus());
+          await id.disconnect();
+        } finally {
+          ep!.close();
+        }
+        await served;
+      }, { CmId: 2, QueuePair: 2, CompletionQueue: 2, MemoryRegion: 2, PreparedCall: 2 });
+    } finally {
+      listener.close();
+    }
+  },
+  { timeout: 600_000 },
+);
+
+deviceTest(
+  `census: ${CYCLES} stream connect/transfer/close cycles return it to its start`,
+  async (env) => {
+    const listener = listen({ hostname: env.address, port: 0 });
+    const msg = new Uint8Array(4096).map((_, i) => i & 0xff);
+    const buf = new Uint8Array(4096);
+    try {
+      await censusOver(`streams`, CYCLES, async (_i, during) => {
+        const served = (async () => {
+          const conn = await listener.accept({ timeout: 30_000 });
+          const b = new Uint8Array(65536);
+          for (let n; (n = await conn.read(b)) !== null;) await conn.write(b.subarray(0, n));
+          await conn.closeWrite();
+          await conn[Symbol.asyncDispose]();
+        })();
+        const conn = await connect({
+          hostname: env.address,
+          port: listener.addr.port,
+          timeout: 30_000,
+        });
+        await conn.write(msg);
+        assert.equal(await conn.read(buf, { min: buf.length }), buf.length);
+        assert.deepEqual(buf, msg);
+        during(nativeCensus());
+        await conn.closeWrite();
+        assert.equal(await conn.read(buf), null);
+        await conn[Symbol.asyncDispose]();
+        await served;
+      }, { RdmaConn: 2, CmId: 2, QueuePair: 2, PreparedSend: 2, MemoryRegion: 6 });
+    } finally {
+      listener.close();
+    }
+  },
+  { timeout: 600_000 },
+);
