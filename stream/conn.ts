@@ -213,6 +213,14 @@ export const STREAM_SPIN_MAX_MICROS = 1000;
 /** The keepalive period when none is given: TCP's default `tcp_keepalive_time`, 2 hours. */
 export const KEEPALIVE_DEFAULT_MS = 7_200_000;
 
+/**
+ * Keepalive periods in a row with sends outstanding and none completing after which a
+ * connection with keepalive on gives up on its peer (TCP's `tcp_keepalive_probes` idea). The
+ * queue pair's own retries usually fail first; soft-RoCE retries a retry count of 7 (what
+ * rsocket and {@link connect} use) without end, so only this rule ends such a connection.
+ */
+export const KEEPALIVE_PROBES = 5;
+
 // what a spin or a wait waits for
 const READ = 0;
 const WRITE = 1;
@@ -296,16 +304,31 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #keepaliveIdle = KEEPALIVE_DEFAULT_MS;
   #keepaliveTimer: ReturnType<typeof setTimeout> | null = null;
   #keepaliveSeen = 0;
+  #keepaliveDone = 0;
+  #keepaliveMisses = 0;
   readonly #keepaliveTick = () => {
     this.#keepaliveTimer = null;
     if (this.closed || this.#keepaliveMs === 0) return;
     const e = this.#e;
+    // take what completed (the pump runs only while an operation waits)
+    this.#progress();
+    if (!e.connected) return;
+    if (!e.allSendsDone() && e.completedCount === this.#keepaliveDone) {
+      if (++this.#keepaliveMisses >= KEEPALIVE_PROBES) {
+        this.#failWith(
+          new ConnectionResetError(
+            `keepalive: no send completed in ${KEEPALIVE_PROBES} periods of ` +
+              `${this.#keepaliveMs} ms (the peer does not acknowledge)`,
+          ),
+        );
+        return;
+      }
+    } else this.#keepaliveMisses = 0;
+    this.#keepaliveDone = e.completedCount;
     // rsocket probes every period; probing only a period without sends is enough to find a
     // dead peer (a send to it fails the same way) and costs an idle connection one WR
     if (e.postedCount === this.#keepaliveSeen) this.#guard(() => e.postKeepalive());
     this.#keepaliveSeen = e.postedCount;
-    // a probe's failure is a completion: with nothing else waiting, take it now
-    if (this.#waiters.size === 0) this.#progress();
     this.#armKeepalive();
   };
 
@@ -426,7 +449,8 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
    * period (`idleMs`; 0 or absent keeps the last one, at first {@link KEEPALIVE_DEFAULT_MS},
    * TCP's `tcp_keepalive_time`, as `node:net`'s `initialDelay`) without any send posts a
    * zero-length RDMA WRITE, as rsocket does. A peer that vanished without disconnecting makes it
-   * fail after the connection's retries: pending and later operations then reject with
+   * fail after the connection's retries, or after {@link KEEPALIVE_PROBES} periods in which
+   * nothing sent completes: pending and later operations then reject with
    * {@link ConnectionResetError}. The timer never keeps the process alive.
    */
   setKeepAlive(keepAlive = true, idleMs = 0): void {
@@ -439,6 +463,8 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.#keepaliveTimer = null;
     this.#keepaliveMs = keepAlive ? this.#keepaliveIdle : 0;
     this.#keepaliveSeen = this.#e.postedCount;
+    this.#keepaliveDone = this.#e.completedCount;
+    this.#keepaliveMisses = 0;
     if (keepAlive) this.#armKeepalive();
   }
 
@@ -1075,6 +1101,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
 
   #resetError(): RdmaError {
     if (this.#reset) return this.#reset;
+    if (this.#cause instanceof ConnectionResetError) return this.#reset = this.#cause;
     const e = this.#e;
     const cause = this.#cause ?? (e.errorStatus ? this.#wcError : null);
     const why = this.#cmGone

@@ -268,6 +268,7 @@ export class StreamEngine {
   #sseqComp = 0;
   #sqeAvail: number;
   #ctrlSeqno = 0;
+  #sendsCompleted = 0;
   #ctrlMaxSeqno = RS_QP_CTRL_SIZE;
   #sbufAvail: number;
   #cursor = 0;
@@ -901,6 +902,11 @@ export class StreamEngine {
     return (this.#sseqNo + this.#ctrlSeqno) | 0;
   }
 
+  /** How many send completions (of any status) this side has taken: it changes on every one. */
+  get completedCount(): number {
+    return this.#sendsCompleted;
+  }
+
   /**
    * Marks the stream reset from outside (the connection manager saw the peer go away, or the
    * connection layer gave up): no longer connected, readable or writable. Buffered data stays
@@ -956,6 +962,7 @@ export class StreamEngine {
 
   /** Feeds back the completion of a send WR (`status` 0 = success). */
   completeSend(wrId: number, status: number): void {
+    this.#sendsCompleted = (this.#sendsCompleted + 1) | 0;
     const msgSend = wrId >= WR_MSG_SEND;
     const msg = msgSend ? wrId - WR_MSG_SEND : wrId;
     switch (rsMsgOp(msg)) {

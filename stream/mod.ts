@@ -30,6 +30,7 @@ export {
   IOMAP_SIZE_DEFAULT,
   type IoOptions,
   KEEPALIVE_DEFAULT_MS,
+  KEEPALIVE_PROBES,
   type RdmaAddr,
   RdmaConn,
   READ_DEPTH_DEFAULT,

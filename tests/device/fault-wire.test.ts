@@ -24,6 +24,7 @@ import {
   type CompletionQueue,
   connect,
   ConnectionResetError,
+  KEEPALIVE_PROBES,
   type MemoryRegion,
   type ProtectionDomain,
   type QueuePair,
@@ -311,13 +312,17 @@ deviceTest(
         assert.equal(await conn.read(buf, { min: 64 }), 64, "the link works: one echo");
         const idleMs = 1000;
         conn.setKeepAlive(true, idleMs);
-        const reading = conn.read(buf).then(() => null, (e: unknown) => e);
+        // bounded, so that the link comes back up (finally) whatever happens
+        const reading = conn.read(buf, { timeout: 60_000 }).then(() => null, (e: unknown) => e);
         // nothing is in flight and the peer stays silent: only the keepalive probe can fail
         netem("peer", "down");
         const t0 = performance.now();
         const err = await reading;
         const ms = performance.now() - t0;
         assert.ok(err instanceof ConnectionResetError, `the pending read failed with ${err}`);
+        // the first probe after one idle period, then at most KEEPALIVE_PROBES periods unanswered
+        const bound = (KEEPALIVE_PROBES + 2) * idleMs + 5_000;
+        assert.ok(ms < bound, `reported after ${ms.toFixed(0)} ms, more than ${bound} ms`);
         console.log(
           `fault wire: keepalive (idle ${idleMs} ms) reported the cut-off peer after ` +
             `${ms.toFixed(0)} ms: ${(err as Error).message}`,
