@@ -1,7 +1,7 @@
 /**
  * {@link RdmaConn}: one rsocket-compatible stream connection, used like `Deno.Conn` — `read`,
- * `write`, `readable`/`writable` web streams, `closeWrite`, `close` — and {@link connect}, the
- * active side.
+ * `write`, `readable`/`writable` web streams, `closeWrite`, `close`; made by `connect()`
+ * (connect.ts) and by a listener's `accept()`.
  *
  * How it runs on the event loop (the hot path, as rsocket's `rrecv`/`rsend` with `rpoll`):
  *
@@ -26,17 +26,15 @@
  * @module
  */
 
-import { clearTimeout, setImmediate, setTimeout } from "node:timers";
+import { setImmediate } from "node:timers";
 import { NativeResource } from "../ffi/resource.ts";
 import { costs, COUNTING } from "../ffi/cost.ts";
 import {
   ClosedError,
   CmEventError,
   InvalidArgumentError,
-  NativeError,
   type RdmaError,
 } from "../types/errors.ts";
-import { Errno } from "../types/errno.ts";
 import { CmEventType, WcStatus } from "../types/enums.ts";
 import {
   BUSY_SLICE_MICROS,
@@ -48,149 +46,28 @@ import {
   type Strategy,
 } from "../poller/completions.ts";
 import { Poller, PollerHold } from "../poller/poller.ts";
-import { WaitList, type WaitOptions } from "../poller/wait.ts";
-import { CmEventChannel } from "../cm/channel.ts";
+import { WaitList } from "../poller/wait.ts";
+import type { CmEventChannel } from "../cm/channel.ts";
 import { type CmId, observeConnectionEnd } from "../cm/id.ts";
 import type { CmEvent } from "../cm/event.ts";
 import type { CompletionQueue } from "../verbs/cq.ts";
 import { describe } from "../types/check.ts";
-import { numericHost } from "../cm/connect.ts";
 import type { SocketAddress } from "../cm/address.ts";
 import { ONE_SIDED_WR_ID, RECV_WR_ID, type StreamEngine } from "./engine.ts";
-import { ConnectionRefusedError, ConnectionResetError, InvalidTokenError } from "./errors.ts";
+import { ConnectionResetError, InvalidTokenError } from "./errors.ts";
 import { REMOTE_TOKEN_SIZE } from "../verbs/remote-memory.ts";
-import { decodeConnData, encodeConnData, iomapEntries, RSOCKET_DEFAULTS } from "./protocol.ts";
-import { type StreamSizes, VerbsTransport } from "./transport.ts";
+import type { VerbsTransport } from "./transport.ts";
 import type { ConnCore } from "./core.ts";
+import { Keepalive } from "./keepalive.ts";
+import {
+  type IoOptions,
+  type RdmaAddr,
+  type ReadOptions,
+  STREAM_SPIN_MAX_MICROS,
+  type StreamOptions,
+} from "./options.ts";
 import { type IomapOptions, type IoMapping, IoMaps } from "./iomap.ts";
 import { type ExposedMemory, type ExposeOptions, type RemoteBuffer, RemoteOps } from "./remote.ts";
-
-/** The options every stream takes: sizes (rsocket's defaults) and how completions are awaited. */
-export interface StreamOptions {
-  /** Send ring bytes (default 128 KiB, rsocket's `wmem_default`). */
-  sendBufferSize?: number;
-  /** Receive ring bytes, even (default 128 KiB, rsocket's `mem_default`). */
-  receiveBufferSize?: number;
-  /** Send queue depth (default 384; clamped to 16..min(device, 65534)). */
-  sendQueueDepth?: number;
-  /** Receive queue depth and initial credits (default 384; same clamp). */
-  receiveQueueDepth?: number;
-  /** Writes up to this many bytes go inline (default 64; the QP may grant more). */
-  inlineSize?: number;
-  /**
-   * How a blocked read or write waits (default `"adaptive"`: spin for a learnt budget, then
-   * wait for the completion channel; `"event"`: wait at once; `"busy"`: poll in slices between
-   * event-loop turns, never sleep).
-   */
-  strategy?: Strategy;
-  /** A fixed spin budget (adaptive) or slice (busy) in µs, 0..10,000 (default: learnt). */
-  spinMicros?: number;
-  /** The poller to wait through (default: the shared one). */
-  poller?: Poller;
-  /**
-   * How long `close()` lets in-flight data and rsocket's DISCONNECT reach the peer, and waits
-   * for the connection manager's disconnect, before releasing everything (ms, default 3000).
-   */
-  lingerMs?: number;
-  /**
-   * Entries of this side's iomap table: how many buffers the peer may map with `iomap()` for
-   * its `iowrite()`s (rsocket's `RDMA_IOMAPSIZE`; exact up to 128, then rounded down to a
-   * multiple of 256, at most 32512). Each costs 24 bytes of registered memory. Default
-   * {@link IOMAP_SIZE_DEFAULT} (rsocket's own default is 0; `riostream` sets 1).
-   */
-  iomapSize?: number;
-  /**
-   * RDMA READs in flight each way, asked for at connect (responder resources and initiator
-   * depth; clamped to the device; the accepting side takes the request's, clamped to its
-   * device and to its own value). Default {@link READ_DEPTH_DEFAULT}; 0 asks for none, like
-   * rsocket (a peer then cannot `read()` this side's exposed memory, and iWARP keeps the 1 its
-   * connection setup needs).
-   */
-  readDepth?: number;
-  /**
-   * One-sided operations of `remote()` buffers in flight (RDMA READs and WRITEs; send WRs
-   * added to the QP beyond the stream's own). Default {@link REMOTE_QUEUE_DEPTH_DEFAULT}; 0
-   * leaves the QP exactly as rsocket sizes it (no `remote()` operations).
-   */
-  remoteQueueDepth?: number;
-}
-
-/** The iomap table entries a stream offers when not told (see `StreamOptions.iomapSize`). */
-export const IOMAP_SIZE_DEFAULT = 4;
-/** RDMA READs in flight each way when not told (see `StreamOptions.readDepth`). */
-export const READ_DEPTH_DEFAULT = 4;
-/** One-sided operations in flight when not told (see `StreamOptions.remoteQueueDepth`). */
-export const REMOTE_QUEUE_DEPTH_DEFAULT = 16;
-
-/**
- * An address of a stream endpoint: `Deno.NetAddr`'s shape. The transport is `"tcp"` because
- * rsocket connections live in rdma_cm's TCP port space (`RDMA_PS_TCP`): the same ports as TCP,
- * and code written for `Deno.Conn` accepts it.
- */
-export interface RdmaAddr {
-  /** Always `"tcp"` (rdma_cm's TCP port space). */
-  readonly transport: "tcp";
-  /** The numeric IP address. */
-  readonly hostname: string;
-  /** The port (rdma_cm's TCP port space). */
-  readonly port: number;
-}
-
-/** Options of {@link RdmaConn.write} and {@link RdmaConn.closeWrite}. */
-export type IoOptions = WaitOptions;
-
-/** Options of {@link RdmaConn.read}. */
-export interface ReadOptions extends WaitOptions {
-  /**
-   * Wait until at least this many bytes are in the buffer (1..its length; rsocket's
-   * `MSG_WAITALL` when it is the whole buffer). At the end of the stream fewer are returned.
-   */
-  min?: number;
-}
-
-/** Options of {@link connect}. */
-export interface ConnectOptions extends StreamOptions, WaitOptions {
-  /** Host name or numeric address (names resolve through `rdma_getaddrinfo`). */
-  hostname: string;
-  /** Port. */
-  port: number;
-  /** Local address to connect from (default: the one the route picks). */
-  source?: string;
-}
-
-/** The resolved sizes of `options`, each checked. */
-export function streamSizes(o: StreamOptions = {}): StreamSizes {
-  const d = RSOCKET_DEFAULTS;
-  const iomap = o.iomapSize ?? IOMAP_SIZE_DEFAULT;
-  if (!Number.isInteger(iomap) || iomap < 0) {
-    throw new InvalidArgumentError(`iomapSize must be an integer >= 0, got ${describe(iomap)}`);
-  }
-  const extra = o.remoteQueueDepth ?? REMOTE_QUEUE_DEPTH_DEFAULT;
-  if (!Number.isInteger(extra) || extra < 0 || extra > 4096) {
-    throw new InvalidArgumentError(
-      `remoteQueueDepth must be an integer 0..4096, got ${describe(extra)}`,
-    );
-  }
-  readDepthOf(o);
-  return {
-    iomapSize: iomapEntries(iomap),
-    extraSendWrs: extra,
-    sendBufferSize: o.sendBufferSize ?? d.sendBufferSize,
-    receiveBufferSize: o.receiveBufferSize ?? d.receiveBufferSize,
-    sendQueueDepth: o.sendQueueDepth ?? d.sendQueueDepth,
-    receiveQueueDepth: o.receiveQueueDepth ?? d.receiveQueueDepth,
-    inlineSize: o.inlineSize ?? d.inlineSize,
-  };
-}
-
-/** The checked `readDepth` of `options`. */
-export function readDepthOf(o: StreamOptions): number {
-  const depth = o.readDepth ?? READ_DEPTH_DEFAULT;
-  if (!Number.isInteger(depth) || depth < 0 || depth > 255) {
-    throw new InvalidArgumentError(`readDepth must be an integer 0..255, got ${describe(depth)}`);
-  }
-  return depth;
-}
 
 function toAddr(a: SocketAddress | null): RdmaAddr {
   return { transport: "tcp", hostname: a?.address ?? "", port: a?.port ?? 0 };
@@ -201,25 +78,6 @@ const yieldToLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
 const construct = Symbol("RdmaConn");
 
 const noop = () => {};
-
-/**
- * The most a stream's learnt spin budget grows to, in microseconds (see `SpinBudget`). Larger
- * than a CQ wait's (`AUTO_SPIN_MAX_MICROS`): a stream waits for its peer's answer, and a
- * wake-up through the event loop costs more than most round trips; a peer that answers late
- * shrinks the budget within a few waits.
- */
-export const STREAM_SPIN_MAX_MICROS = 1000;
-
-/** The keepalive period when none is given: TCP's default `tcp_keepalive_time`, 2 hours. */
-export const KEEPALIVE_DEFAULT_MS = 7_200_000;
-
-/**
- * Keepalive periods in a row with sends outstanding and none completing after which a
- * connection with keepalive on gives up on its peer (TCP's `tcp_keepalive_probes` idea). The
- * queue pair's own retries usually fail first; soft-RoCE retries a retry count of 7 (what
- * rsocket and {@link connect} use) without end, so only this rule ends such a connection.
- */
-export const KEEPALIVE_PROBES = 5;
 
 // what a spin or a wait waits for
 const READ = 0;
@@ -300,37 +158,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #readable: ReadableStream<Uint8Array<ArrayBuffer>> | null = null;
   #writable: WritableStream<Uint8Array> | null = null;
   readonly #stopObserving: () => void;
-  #keepaliveMs = 0;
-  #keepaliveIdle = KEEPALIVE_DEFAULT_MS;
-  #keepaliveTimer: ReturnType<typeof setTimeout> | null = null;
-  #keepaliveSeen = 0;
-  #keepaliveDone = 0;
-  #keepaliveMisses = 0;
-  readonly #keepaliveTick = () => {
-    this.#keepaliveTimer = null;
-    if (this.closed || this.#keepaliveMs === 0) return;
-    const e = this.#e;
-    // take what completed (the pump runs only while an operation waits)
-    this.#progress();
-    if (!e.connected) return;
-    if (!e.allSendsDone() && e.completedCount === this.#keepaliveDone) {
-      if (++this.#keepaliveMisses >= KEEPALIVE_PROBES) {
-        this.#failWith(
-          new ConnectionResetError(
-            `keepalive: no send completed in ${KEEPALIVE_PROBES} periods of ` +
-              `${this.#keepaliveMs} ms (the peer does not acknowledge)`,
-          ),
-        );
-        return;
-      }
-    } else this.#keepaliveMisses = 0;
-    this.#keepaliveDone = e.completedCount;
-    // rsocket probes every period; probing only a period without sends is enough to find a
-    // dead peer (a send to it fails the same way) and costs an idle connection one WR
-    if (e.postedCount === this.#keepaliveSeen) this.#guard(() => e.postKeepalive());
-    this.#keepaliveSeen = e.postedCount;
-    this.#armKeepalive();
-  };
+  #keepalive: Keepalive | null = null;
 
   readonly #onCmEnd = (ev: CmEvent) => {
     if (ev.type === CmEventType.DEVICE_REMOVAL) {
@@ -458,21 +286,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     if (!(Number.isFinite(idleMs) && idleMs >= 0)) {
       throw new InvalidArgumentError(`idleMs must be a number >= 0, got ${describe(idleMs)}`);
     }
-    if (idleMs > 0) this.#keepaliveIdle = idleMs;
-    if (this.#keepaliveTimer !== null) clearTimeout(this.#keepaliveTimer);
-    this.#keepaliveTimer = null;
-    this.#keepaliveMs = keepAlive ? this.#keepaliveIdle : 0;
-    this.#keepaliveSeen = this.#e.postedCount;
-    this.#keepaliveDone = this.#e.completedCount;
-    this.#keepaliveMisses = 0;
-    if (keepAlive) this.#armKeepalive();
-  }
-
-  #armKeepalive(): void {
-    if (COUNTING) costs.timers++;
-    const t = setTimeout(this.#keepaliveTick, this.#keepaliveMs);
-    (t as unknown as { unref?: () => void }).unref?.();
-    this.#keepaliveTimer = t;
+    (this.#keepalive ??= new Keepalive(this.#coreOf())).set(keepAlive, idleMs);
   }
 
   // ---------------------------------------------------------------- one-sided
@@ -595,6 +409,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       },
       unlock: () => this.#unlock(),
       writeError: () => this.#writeError(),
+      fail: (err) => this.#failWith(err),
       resetError: () => this.#resetError(),
       onOneSided: null,
     };
@@ -843,8 +658,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.#waiters.rejectAll(err);
     this.#writeLock.rejectAll(err);
     this.#channelWait.resolveAll(); // the pump sees the connection closed and stops
-    if (this.#keepaliveTimer !== null) clearTimeout(this.#keepaliveTimer);
-    this.#keepaliveTimer = null;
+    this.#keepalive?.stop();
     this.#released = this.#teardown();
   }
 
@@ -1142,80 +956,4 @@ export function newConn(
   options: StreamOptions,
 ): RdmaConn {
   return new RdmaConn(id, transport, own, options, construct);
-}
-
-/** Maps "nobody accepted" failures of the connection manager to {@link ConnectionRefusedError}. */
-export function refusedOr(e: unknown, where: string): unknown {
-  if (e instanceof CmEventError) {
-    const t = e.event;
-    if (t === CmEventType.REJECTED || t === CmEventType.UNREACHABLE) {
-      return new ConnectionRefusedError(`connection to ${where} refused (${e.eventName})`, {
-        cause: e,
-      });
-    }
-  }
-  if (e instanceof NativeError && e.errno === Errno.ECONNREFUSED) {
-    return new ConnectionRefusedError(`connection to ${where} refused`, { cause: e });
-  }
-  return e;
-}
-
-/**
- * Connects to an rsocket listener (this library's `listen()`, or a C program using rsockets)
- * and resolves with the connection once it is established.
- */
-export async function connect(options: ConnectOptions): Promise<RdmaConn> {
-  if (typeof options !== "object" || options === null) {
-    throw new InvalidArgumentError("connect options must be an object");
-  }
-  const { hostname, port, signal, timeout } = options;
-  const sizes = streamSizes(options);
-  const host = numericHost(hostname, false);
-  const wait = { signal, timeout };
-  const channel = new CmEventChannel({ poller: options.poller });
-  let t: VerbsTransport | undefined;
-  let id: CmId | undefined;
-  try {
-    id = channel.createId("TCP");
-    const source = options.source === undefined
-      ? undefined
-      : { address: numericHost(options.source, true) };
-    await id.resolveAddress({ address: host, port }, { ...wait, source });
-    await id.resolveRoute(wait);
-    t = new VerbsTransport(id, sizes);
-    t.engine.postInitialReceives();
-    t.flushReceives();
-    // rsocket asks for no RDMA READ resources (iWARP: initiator depth 1, which its connection
-    // setup reads with); remote buffers need them. A C rsocket accepts with what was asked.
-    const depth = readDepthOf(options);
-    const responder = Math.min(depth, t.maxResponderResources);
-    const initiator = Math.max(
-      Math.min(depth, t.maxInitiatorDepth),
-      t.messageSend ? 1 : 0,
-    );
-    const ev = await id.connect({
-      privateData: encodeConnData({ ...t.engine.localConnData(), tag: t.tag }),
-      responderResources: responder,
-      initiatorDepth: initiator,
-      flowControl: true,
-      retryCount: 7,
-      rnrRetryCount: 7,
-    }, wait);
-    const peer = decodeConnData(ev.privateData);
-    t.engine.establish(peer);
-    t.peerTag = peer.tag ?? 0;
-    t.peerQpNum = ev.conn?.qpNum ?? 0;
-    // what the accepting side granted (its responder resources, seen from here)
-    t.readDepth = depth === 0 ? 0 : Math.min(initiator, ev.conn?.initiatorDepth ?? initiator);
-    return newConn(id, t, { channel }, options);
-  } catch (e) {
-    for (const f of [() => id?.close(), () => t?.close(), () => channel.close()]) {
-      try {
-        f();
-      } catch {
-        // the first error is the one to report
-      }
-    }
-    throw refusedOr(e, `${hostname}:${port}`);
-  }
 }

@@ -1,5 +1,5 @@
 /**
- * What the parts of a connection outside `conn.ts` (`iomap.ts`, `remote.ts`) use of it: its verbs
+ * What the parts of a connection outside `conn.ts` (`iomap.ts`, `remote.ts`, `keepalive.ts`) use of it: its verbs
  * objects and engine, its progress and waiting, its write lock and its errors. Types only, so
  * those modules do not import `conn.ts` at run time.
  *
@@ -39,6 +39,8 @@ export interface ConnCore {
   lock(options?: WaitOptions): Promise<void> | void;
   /** Releases the write lock. */
   unlock(): void;
+  /** Fails the stream with `err`: the engine resets, the QP goes to error, waiters wake. */
+  fail(err: Error): void;
   /** The error of a send that cannot go on (reset, peer gone, or after `closeWrite`). */
   writeError(): RdmaError;
   /** The error of a connection that ended by a failure (`ConnectionResetError`). */

@@ -13,14 +13,8 @@ import type { WaitOptions } from "../poller/wait.ts";
 import { CmEventChannel } from "../cm/channel.ts";
 import type { CmId } from "../cm/id.ts";
 import { numericHost } from "../cm/connect.ts";
-import {
-  newConn,
-  type RdmaAddr,
-  type RdmaConn,
-  readDepthOf,
-  type StreamOptions,
-  streamSizes,
-} from "./conn.ts";
+import { newConn, type RdmaConn } from "./conn.ts";
+import { type RdmaAddr, readDepthOf, type StreamOptions, streamSizes } from "./options.ts";
 import { ProtocolError } from "./errors.ts";
 import { decodeConnData, encodeConnData } from "./protocol.ts";
 import { VerbsTransport } from "./transport.ts";

@@ -24,21 +24,21 @@
  * @module
  */
 
+export { RdmaConn } from "./conn.ts";
+export { connect } from "./connect.ts";
 export {
-  connect,
   type ConnectOptions,
   IOMAP_SIZE_DEFAULT,
   type IoOptions,
   KEEPALIVE_DEFAULT_MS,
   KEEPALIVE_PROBES,
   type RdmaAddr,
-  RdmaConn,
   READ_DEPTH_DEFAULT,
   type ReadOptions,
   REMOTE_QUEUE_DEPTH_DEFAULT,
   STREAM_SPIN_MAX_MICROS,
   type StreamOptions,
-} from "./conn.ts";
+} from "./options.ts";
 export { listen, type ListenOptions, RdmaListener } from "./listener.ts";
 export { type IomapOptions, IoMapping } from "./iomap.ts";
 export {
