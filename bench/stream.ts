@@ -17,7 +17,8 @@
  *
  * It also reports the heap bytes allocated per write+read pair in the steady state (two
  * connections in one process; in Deno the young generation is enlarged so no collection runs
- * during the measured loop).
+ * during the measured loop), beside the runtime's floor for two promise-returning calls and
+ * the synchronous `tryWrite`+`tryRead` pair.
  *
  * Options: --rounds N (default 3), --bw-count N (64 KiB transfers per direction, default 500),
  * --lat-iters N (64-byte round trips, default 5000), --address IP (default $RDMA_GUEST_IP).
@@ -145,9 +146,14 @@ async function pattern(io: Io, client: boolean, s: Shape): Promise<number> {
 
 /**
  * Heap bytes allocated per operation in the steady state: two connections in this process, a
- * warm-up, then `n` writes of `size` bytes on one and reads of them on the other, with the heap
- * measured before and after (a collection first; the young generation is made large enough that
- * no collection runs during the loop in Deno).
+ * warm-up, then `n` rounds of one loop, with the heap measured before and after (a collection
+ * first; in Deno the young generation is made large enough that no collection runs during the
+ * loop). The loops allocate nothing of their own:
+ *
+ * - `write(p)` + `read(q, { min })` (the promise-shaped API) at 64 B and 64 KiB;
+ * - the floor of that shape: two awaits of a fresh resolved promise per round (what any API that
+ *   returns a promise per call costs the runtime; nothing of this library);
+ * - `tryWrite(p)` + `tryRead(q)` at 64 B (the synchronous API: no promise at all).
  */
 async function allocRole(): Promise<void> {
   const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void } };
@@ -158,22 +164,49 @@ async function allocRole(): Promise<void> {
     connect({ hostname: address, port: l.addr.port }),
   ]);
   l.close();
+  const n = 2000;
+  const perRound = async (loop: (n: number) => Promise<void>): Promise<number> => {
+    await loop(n);
+    collect();
+    const h0 = process.memoryUsage().heapUsed;
+    await loop(n);
+    return Math.round((process.memoryUsage().heapUsed - h0) / n);
+  };
   const out: Record<string, number> = {};
   for (const size of [64, 65536]) {
     const src = new Uint8Array(size);
     const dst = new Uint8Array(size);
-    const step = async () => {
-      await a.write(src);
-      for (let got = 0; got < size;) got += (await b.read(dst.subarray(got)))!;
-    };
-    for (let i = 0; i < 2000; i++) await step();
-    const n = 2000;
-    collect();
-    const h0 = process.memoryUsage().heapUsed;
-    for (let i = 0; i < n; i++) await step();
-    const h1 = process.memoryUsage().heapUsed;
-    out[`bytesPerWriteRead${size}`] = Math.round((h1 - h0) / n);
+    const exact = { min: size };
+    out[`bytesPerWriteRead${size}`] = await perRound(async (n) => {
+      for (let i = 0; i < n; i++) {
+        await a.write(src);
+        await b.read(dst, exact);
+      }
+    });
   }
+  const fresh = () => Promise.resolve(64);
+  out.floorBytes = await perRound(async (n) => {
+    for (let i = 0; i < n; i++) {
+      await fresh();
+      await fresh();
+    }
+  });
+  const src = new Uint8Array(64);
+  const dst = new Uint8Array(64);
+  let waited = 0;
+  out.bytesPerTryWriteRead64 = await perRound(async (n) => {
+    for (let i = 0; i < n; i++) {
+      while (a.tryWrite(src) === 0);
+      let got = 0;
+      // the device delivers while this spins; a round that takes too long waits once instead
+      for (let spins = 0; got < 64 && spins < 1_000_000; spins++) got += b.tryRead(dst) ?? 0;
+      if (got < 64) {
+        waited++;
+        await b.read(dst.subarray(got), { min: 64 - got });
+      }
+    }
+  });
+  out.tryRoundsThatWaited = waited;
   out.gc = g.Bun || g.gc ? 1 : 0;
   console.log(JSON.stringify(out));
   await a[Symbol.asyncDispose]();
@@ -666,7 +699,10 @@ async function main(): Promise<void> {
     const a = JSON.parse(allocJson);
     console.log(
       `\nheap allocated per write+read pair in the steady state (both ends in one process): ` +
-        `64 B: ${a.bytesPerWriteRead64} bytes, 64 KiB: ${a.bytesPerWriteRead65536} bytes` +
+        `64 B: ${a.bytesPerWriteRead64} bytes, 64 KiB: ${a.bytesPerWriteRead65536} bytes ` +
+        `(the runtime's floor for two promise-returning calls: ${a.floorBytes} bytes); ` +
+        `tryWrite+tryRead 64 B: ${a.bytesPerTryWriteRead64} bytes ` +
+        `(${a.tryRoundsThatWaited} of ${2 * 2000} rounds waited once)` +
         (a.gc ? "" : " (no gc() available: an upper bound)"),
     );
   } else console.log(`allocation measurement failed: ${alloc.stderr}`);
