@@ -18,57 +18,32 @@
  * @module
  */
 
+import { out, runTool, type ToolSpec, UsageError } from "./_common/cli.ts";
 import {
-  connect,
-  DEFAULT_STRATEGY,
-  listen,
-  type RdmaConn,
-  type RdmaListener,
-  type Strategy,
-  type StreamOptions,
-} from "../mod.ts";
-import {
-  intOption,
-  out,
-  runTool,
-  stringOption,
-  type ToolSpec,
-  UsageError,
-  type Values,
-} from "./_common/cli.ts";
+  Pattern,
+  perfLine,
+  type StreamConfig,
+  streamConfig,
+  streamOptions,
+  StreamTool,
+  TEST_SIZES,
+  type TestOptionMatch,
+} from "./_common/stream.ts";
+
+// the formatting helpers this module has exported since before _common/stream.ts held them
+export { cntStr, HEADER, perfLine, sizeStr, sizeToCount } from "./_common/stream.ts";
 
 const SPEC: ToolSpec = {
   name: "rstream",
   synopsis: ["[-b bind_address] [options]  (server)", "-s server_address [options]  (client)"],
-  options: {
-    server: { short: "s", type: "string", arg: "server_address", help: "connect to this server" },
-    bind: { short: "b", type: "string", arg: "bind_address", help: "local address to bind" },
-    format: {
-      short: "f",
-      type: "string",
-      arg: "address_format",
-      help: "name, ip, ipv6 (gid is not supported)",
-    },
-    buffer: { short: "B", type: "string", arg: "buffer_size", help: "socket buffer size" },
-    inline: { short: "i", type: "string", arg: "inline_size", help: "inline size (default 64)" },
-    iterations: { short: "I", type: "string", arg: "iterations", help: "iterations" },
-    count: { short: "C", type: "string", arg: "transfer_count", help: "transfers per iteration" },
-    size: { short: "S", type: "string", arg: "transfer_size|all", help: "transfer size, or all" },
-    port: { short: "p", type: "string", arg: "port_number", help: "port (default 7471)" },
+  options: streamOptions("a|async b|blocking n|nonblocking r|resolve v|verify", {
     keepalive: {
       short: "k",
       type: "string",
       arg: "keepalive_time",
       help: "keepalive: probe after this many idle seconds",
     },
-    test: {
-      short: "T",
-      type: "string",
-      arg: "test_option",
-      multiple: true,
-      help: "a|async b|blocking n|nonblocking r|resolve v|verify",
-    },
-  },
+  }),
   maxPositionals: 0,
   permissions: "--allow-ffi --allow-env",
   notes: [
@@ -80,241 +55,20 @@ const SPEC: ToolSpec = {
   ],
 };
 
-/** rstream's size table: [size, option] (option 1 only with -S all). */
-export const TEST_SIZES: readonly (readonly [number, number])[] = [
-  [1 << 6, 0],
-  [1 << 7, 1],
-  [(1 << 7) + (1 << 6), 1],
-  [1 << 8, 1],
-  [(1 << 8) + (1 << 7), 1],
-  [1 << 9, 1],
-  [(1 << 9) + (1 << 8), 1],
-  [1 << 10, 1],
-  [(1 << 10) + (1 << 9), 1],
-  [1 << 11, 1],
-  [(1 << 11) + (1 << 10), 1],
-  [1 << 12, 0],
-  [(1 << 12) + (1 << 11), 1],
-  [1 << 13, 1],
-  [(1 << 13) + (1 << 12), 1],
-  [1 << 14, 1],
-  [(1 << 14) + (1 << 13), 1],
-  [1 << 15, 1],
-  [(1 << 15) + (1 << 14), 1],
-  [1 << 16, 0],
-  [(1 << 16) + (1 << 15), 1],
-  [1 << 17, 1],
-  [(1 << 17) + (1 << 16), 1],
-  [1 << 18, 1],
-  [(1 << 18) + (1 << 17), 1],
-  [1 << 19, 1],
-  [(1 << 19) + (1 << 18), 1],
-  [1 << 20, 0],
-  [(1 << 20) + (1 << 19), 1],
-  [1 << 21, 1],
-  [(1 << 21) + (1 << 20), 1],
-  [1 << 22, 1],
-  [(1 << 22) + (1 << 21), 1],
-];
-
-/** `size_str` of librdmacm's examples: 1.5k, 64k, 1m, … */
-export function sizeStr(size: number): string {
-  let base = 1;
-  let mag = "";
-  if (size >= 2 ** 30) [base, mag] = [2 ** 30, "g"];
-  else if (size >= 2 ** 20) [base, mag] = [2 ** 20, "m"];
-  else if (size >= 2 ** 10) [base, mag] = [2 ** 10, "k"];
-  const whole = Math.floor(size / base);
-  const fraction = whole < 10 ? Math.floor(((size % base) * 10) / base) : 0;
-  return fraction ? `${whole}.${fraction}${mag}` : `${whole}${mag}`;
+/** rstream's `-T` values beyond the shared ones: `r` (a no-op), `s` and `f` (not supported). */
+function moreTests(is: TestOptionMatch, t: string): boolean {
+  if (is("r", "resolve")) return true; // names always resolve through rdma_getaddrinfo
+  if (is("s", "socket") || is("f", "fork")) throw new UsageError(`-T ${t} is not supported`);
+  return false;
 }
 
-/** `cnt_str` of librdmacm's examples: 1k, 100k, 1m, … */
-export function cntStr(cnt: number): string {
-  if (cnt >= 1e9) return `${Math.floor(cnt / 1e9)}b`;
-  if (cnt >= 1e6) return `${Math.floor(cnt / 1e6)}m`;
-  if (cnt >= 1e3) return `${Math.floor(cnt / 1e3)}k`;
-  return `${cnt}`;
-}
-
-/** `size_to_count`: how many transfers a test of this size makes. */
-export function sizeToCount(size: number): number {
-  if (size >= 1 << 20) return 100;
-  if (size >= 1 << 16) return 1000;
-  if (size >= 1 << 10) return 10000;
-  return 100000;
-}
-
-/** The header line. */
-export const HEADER: string = "name".padEnd(10) + "bytes".padEnd(8) + "xfers".padEnd(8) +
-  "iters".padEnd(8) + "total".padEnd(8) + "time".padStart(8) + " " + "Gb/sec".padStart(10) +
-  "usec/xfer".padStart(13);
-
-/** One result line, formatted like `show_perf`. */
-export function perfLine(
-  name: string,
-  size: number,
-  count: number,
-  iterations: number,
-  usec: number,
-): string {
-  const bytes = iterations * count * size * 2;
-  return name.padEnd(10) + sizeStr(size).padEnd(8) + cntStr(count).padEnd(8) +
-    cntStr(iterations).padEnd(8) + sizeStr(bytes).padEnd(8) +
-    `${(usec / 1e6).toFixed(2).padStart(8)}s` +
-    `${((bytes * 8) / (1000 * usec)).toFixed(2).padStart(10)}` +
-    `${(usec / iterations / (count * 2)).toFixed(2).padStart(11)}`;
-}
-
-type Optimization = "mixed" | "latency" | "bandwidth";
-
-/**
- * The C tool's default is nonblocking calls in a loop, i.e. it polls the CQ without pause. The
- * closest here: spin on the CQ for up to a millisecond per wait (without yielding to the event
- * loop), then sleep on the completion channel.
- */
-const NONBLOCKING = { strategy: "adaptive" as Strategy, spinMicros: 1000 };
-
-interface Config {
-  dst?: string;
-  wait: { strategy: Strategy; spinMicros?: number };
-  src?: string;
-  port: number;
-  verify: boolean;
-  bufferSize: number;
-  inlineSize: number;
-  custom: boolean;
-  sizeOption: number;
-  iterations: number;
-  count: number;
-  size: number;
-  /** Keepalive idle time in seconds (0: off), rstream's `-k`. */
-  keepalive: number;
-}
-
-function config(values: Values): Config {
-  const c: Config = {
-    dst: stringOption(values, "server"),
-    wait: NONBLOCKING,
-    src: stringOption(values, "bind"),
-    port: intOption(values, "port", 7471, 0, 65535),
-    verify: false,
-    bufferSize: intOption(values, "buffer", 0, 0, 1 << 30),
-    inlineSize: intOption(values, "inline", 64, 0, 0xfffe),
-    custom: false,
-    sizeOption: 0,
-    iterations: 1,
-    count: 1000,
-    size: 1000,
-    keepalive: 0,
-  };
-  if (values.iterations !== undefined) {
-    c.custom = true;
-    c.iterations = intOption(values, "iterations", 1, 1);
-  }
-  if (values.count !== undefined) {
-    c.custom = true;
-    c.count = intOption(values, "count", 1000, 1);
-  }
-  const size = stringOption(values, "size");
-  if (size !== undefined) {
-    if (size.toLowerCase().startsWith("all")) c.sizeOption = 1;
-    else {
-      c.custom = true;
-      c.size = intOption(values, "size", 1000, 1, 1 << 30);
-    }
-  }
-  const fmt = stringOption(values, "format");
-  if (fmt !== undefined && fmt.toLowerCase().startsWith("gid")) {
-    throw new UsageError("-f gid (AF_IB addresses) is not supported");
-  }
-  c.keepalive = intOption(values, "keepalive", 0, 0, 0x7fffffff);
-  const tests = values.test === undefined ? [] : ([] as unknown[]).concat(values.test);
-  for (const t of tests.map(String)) {
-    const o = t.toLowerCase();
-    const is = (one: string, word: string) => o === one || (o.length > 1 && o.startsWith(word));
-    if (is("v", "verify")) c.verify = true;
-    else if (is("n", "nonblock")) c.wait = NONBLOCKING;
-    else if (is("b", "block") || is("a", "async")) c.wait = { strategy: DEFAULT_STRATEGY };
-    else if (is("r", "resolve")) {
-      // names always resolve through rdma_getaddrinfo
-    } else if (is("s", "socket") || is("f", "fork")) {
-      throw new UsageError(`-T ${t} is not supported`);
-    } else throw new UsageError(`unknown test option "${t}"`);
-  }
-  return c;
-}
-
-/** The byte sequence rstream and riostream write and check (format_buf/verify_buf counters). */
-export class Pattern {
-  #fmt = 0;
-  #ver = 0;
-  #total = 0;
-
-  format(buf: Uint8Array, size: number): void {
-    let d = this.#fmt;
-    for (let i = 0; i < size; i++) buf[i] = d++ & 0xff;
-    this.#fmt = d & 0xff;
-  }
-
-  /** Checks `size` bytes; prints the C tool's message and returns false at the first bad one. */
-  verify(buf: Uint8Array, size: number): boolean {
-    let d = this.#ver;
-    for (let i = 0; i < size; i++, d++) {
-      if (buf[i] !== (d & 0xff)) {
-        out(`data verification failed byte ${this.#total + i}`);
-        return false;
-      }
-    }
-    this.#ver = d & 0xff;
-    this.#total += size;
-    return true;
-  }
-}
-
-class Rstream {
-  readonly c: Config;
+class Rstream extends StreamTool {
   readonly buf: Uint8Array;
   readonly pattern = new Pattern();
-  conn: RdmaConn | null = null;
-  listener: RdmaListener | null = null;
 
-  constructor(c: Config) {
-    this.c = c;
+  constructor(c: StreamConfig) {
+    super(c);
     this.buf = new Uint8Array(c.custom ? c.size : TEST_SIZES[TEST_SIZES.length - 1][0]);
-  }
-
-  options(opt: Optimization): StreamOptions {
-    const half = this.c.bufferSize || 1 << 19;
-    const o: StreamOptions = {
-      sendBufferSize: half * 2,
-      receiveBufferSize: half * 2,
-      ...this.c.wait,
-    };
-    if (opt === "latency") o.inlineSize = this.c.inlineSize;
-    else if (opt === "bandwidth") o.inlineSize = 0;
-    return o;
-  }
-
-  async open(opt: Optimization): Promise<void> {
-    if (this.c.dst) {
-      this.conn = await connect({
-        hostname: this.c.dst,
-        port: this.c.port,
-        source: this.c.src,
-        ...this.options(opt),
-      });
-    } else {
-      this.conn = await this.listener!.accept(this.options(opt));
-    }
-    // rstream sets SO_KEEPALIVE and TCP_KEEPIDLE on every connection it makes
-    if (this.c.keepalive > 0) this.conn.setKeepAlive(true, this.c.keepalive * 1000);
-  }
-
-  async close(): Promise<void> {
-    const conn = this.conn;
-    this.conn = null;
-    if (conn) await conn[Symbol.asyncDispose]();
   }
 
   async sendXfer(size: number): Promise<void> {
@@ -358,38 +112,8 @@ class Rstream {
     const usec = (performance.now() - start) * 1000;
     out(perfLine(name, size, count, iterations, usec));
   }
-
-  async run(): Promise<number> {
-    const c = this.c;
-    if (!c.dst) {
-      this.listener = listen({ hostname: c.src ?? "0.0.0.0", port: c.port, backlog: 1 });
-    }
-    out(HEADER);
-    try {
-      if (!c.custom) {
-        await this.open("latency");
-        for (const [size, option] of TEST_SIZES) {
-          if (option > c.sizeOption) continue;
-          await this.runTest(`${sizeStr(size).slice(0, 4)}_lat`, size, 1, sizeToCount(size));
-        }
-        await this.close();
-        await this.open("bandwidth");
-        for (const [size, option] of TEST_SIZES) {
-          if (option > c.sizeOption) continue;
-          await this.runTest(`${sizeStr(size).slice(0, 4)}_bw`, size, sizeToCount(size), 1);
-        }
-      } else {
-        await this.open("mixed");
-        await this.runTest("custom", c.size, c.count, c.iterations);
-      }
-      return 0;
-    } finally {
-      await this.close();
-      this.listener?.close();
-    }
-  }
 }
 
 if (import.meta.main) {
-  await runTool(SPEC, ({ values }) => new Rstream(config(values)).run());
+  await runTool(SPEC, ({ values }) => new Rstream(streamConfig(values, moreTests)).run());
 }

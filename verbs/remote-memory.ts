@@ -232,14 +232,7 @@ export class RemoteMemory {
     offset = 0,
     options?: WaitOptions,
   ): Promise<CompletionRecord> {
-    try {
-      if (!this.writable) throw new InvalidArgumentError("the token does not grant remote write");
-      const sge = toSge(local);
-      const remote = this.at(offset, sge.length);
-      return qp.send({ opcode: WrOpcode.RDMA_WRITE, remote, sg: [sge] }, options);
-    } catch (e) {
-      return Promise.reject(e);
-    }
+    return this.#post(qp, WrOpcode.RDMA_WRITE, local, offset, options);
   }
 
   /**
@@ -253,11 +246,27 @@ export class RemoteMemory {
     offset = 0,
     options?: WaitOptions,
   ): Promise<CompletionRecord> {
+    return this.#post(qp, WrOpcode.RDMA_READ, local, offset, options);
+  }
+
+  /** `write` and `read`: checks access and bounds, then posts; a refusal rejects, never throws. */
+  #post(
+    qp: QueuePair,
+    opcode: typeof WrOpcode.RDMA_WRITE | typeof WrOpcode.RDMA_READ,
+    local: MemoryRegion | Sge,
+    offset: number,
+    options: WaitOptions | undefined,
+  ): Promise<CompletionRecord> {
     try {
-      if (!this.readable) throw new InvalidArgumentError("the token does not grant remote read");
+      const read = opcode === WrOpcode.RDMA_READ;
+      if (!(read ? this.readable : this.writable)) {
+        throw new InvalidArgumentError(
+          `the token does not grant remote ${read ? "read" : "write"}`,
+        );
+      }
       const sge = toSge(local);
       const remote = this.at(offset, sge.length);
-      return qp.send({ opcode: WrOpcode.RDMA_READ, remote, sg: [sge] }, options);
+      return qp.send({ opcode, remote, sg: [sge] }, options);
     } catch (e) {
       return Promise.reject(e);
     }
