@@ -24,7 +24,7 @@ import {
   PortSpace,
   type ProtectionDomain,
   QpType,
-} from "../mod.ts";
+} from "../cm.ts";
 import { intOption, out, runTool, stringOption, type ToolSpec } from "./_common/cli.ts";
 import {
   bindAndListen,

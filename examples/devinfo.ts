@@ -31,7 +31,7 @@ import {
   QpType,
   TransportType,
   transportTypeStr,
-} from "../mod.ts";
+} from "../verbs.ts";
 import {
   countOption,
   intOption,

@@ -37,7 +37,7 @@ import {
   type QueuePair,
   SendFlags,
   WrOpcode,
-} from "../mod.ts";
+} from "../cm.ts";
 import { gidToInet6 } from "./_common/gid.ts";
 import { out, runTool, stringOption, type ToolSpec, UsageError } from "./_common/cli.ts";
 import {

@@ -13,7 +13,7 @@
  * @module
  */
 
-import { QpType } from "../mod.ts";
+import { QpType } from "../verbs.ts";
 import { connectedTool, RC_FEATURE_OPTIONS } from "./_common/connected.ts";
 
 if (import.meta.main) await connectedTool("rc_pingpong", QpType.RC, RC_FEATURE_OPTIONS);

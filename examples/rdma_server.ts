@@ -11,7 +11,7 @@
  * @module
  */
 
-import { type CmId, createEndpoint } from "../mod.ts";
+import { type CmId, createEndpoint } from "../cm.ts";
 import { perror } from "./_common/cm.ts";
 import { awaitStep, Messages, MSG_EP, msgTool, step } from "./_common/msg.ts";
 

@@ -26,7 +26,7 @@ import {
   WcOpcode,
   WcStatus,
   WrOpcode,
-} from "../mod.ts";
+} from "../cm.ts";
 import {
   countOption,
   err,

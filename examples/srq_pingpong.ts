@@ -11,7 +11,7 @@
  * @module
  */
 
-import { AccessFlags, openDevice, QpType, type QueuePair, SendFlags } from "../mod.ts";
+import { AccessFlags, openDevice, QpType, type QueuePair, SendFlags } from "../verbs.ts";
 import { err, intOption, out, runTool, type ToolSpec } from "./_common/cli.ts";
 import { clientExchange, type Dest, destLine, serverExchange } from "./_common/exchange.ts";
 import {

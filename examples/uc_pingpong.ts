@@ -11,7 +11,7 @@
  * @module
  */
 
-import { QpType } from "../mod.ts";
+import { QpType } from "../verbs.ts";
 import { CHK_OPTION, connectedTool } from "./_common/connected.ts";
 
 if (import.meta.main) await connectedTool("uc_pingpong", QpType.UC, CHK_OPTION);

@@ -14,7 +14,7 @@
  * @module
  */
 
-import { type AddrInfoHints, CmEventChannel, CmEventError, type CmId, PortSpace } from "../mod.ts";
+import { type AddrInfoHints, CmEventChannel, CmEventError, type CmId, PortSpace } from "../cm.ts";
 import { intOption, out, runTool, stringOption, type ToolSpec } from "./_common/cli.ts";
 import * as cm from "./_common/cm.ts";
 

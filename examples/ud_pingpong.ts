@@ -11,7 +11,7 @@
  * @module
  */
 
-import { AccessFlags, openDevice, QpType, SendFlags } from "../mod.ts";
+import { AccessFlags, openDevice, QpType, SendFlags } from "../verbs.ts";
 import { err, out, runTool, type ToolSpec } from "./_common/cli.ts";
 import {
   clientExchange,

@@ -35,7 +35,7 @@ import {
   SendFlags,
   WcStatus,
   WrOpcode,
-} from "../mod.ts";
+} from "../cm.ts";
 import { out, runTool, stringOption, type ToolSpec, type Values } from "./_common/cli.ts";
 import {
   bindAndListen,

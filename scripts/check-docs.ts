@@ -20,6 +20,9 @@ import { fileURLToPath } from "node:url";
 /** The repository root. */
 export const ROOT: string = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
+/** The package's top-level entry points (deno.json `exports`: `.`, `./verbs`, `./cm`). */
+export const ENTRY_POINTS = ["mod.ts", "verbs.ts", "cm.ts"] as const;
+
 /** The folders whose modules' JSDoc examples are checked. */
 const MODULE_DIRS = ["types", "ffi", "poller", "verbs", "cm", "stream", "net", "examples"];
 
@@ -98,10 +101,10 @@ export function markdownFiles(): string[] {
   );
 }
 
-/** Every library module whose JSDoc may carry examples: mod.ts and the layers' .ts files. */
+/** Every library module whose JSDoc may carry examples: the entry points and the layers' files. */
 export function moduleFiles(): string[] {
   return [
-    "mod.ts",
+    ...ENTRY_POINTS,
     ...MODULE_DIRS.flatMap((d) => walk(d, (n) => n.endsWith(".ts") && !n.endsWith(".d.ts"))),
   ].filter((f) => !(f in PENDING));
 }

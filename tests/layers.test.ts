@@ -1,8 +1,9 @@
 /**
  * The layer rule, enforced: imports only go down (`types → ffi → poller → verbs → cm → stream →
  * net`), `net/` reaches the stream layer through its public module and otherwise only `types/`,
- * `types/` is pure, only `ffi/` knows the runtime, examples use the public module only, and
- * `mod.ts` only re-exports.
+ * `types/` is pure, only `ffi/` knows the runtime, examples use the public entry points only, the
+ * entry points (`mod.ts`, `verbs.ts`, `cm.ts`) only re-export, and `verbs.ts` loads no layer above
+ * verbs, `cm.ts` none above cm.
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -10,6 +11,7 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { test } from "./harness.ts";
+import { ENTRY_POINTS } from "../scripts/check-docs.ts";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const LAYERS = ["types", "ffi", "poller", "verbs", "cm", "stream", "net"] as const;
@@ -97,20 +99,44 @@ test("layers: types/ is pure and only ffi/ knows the runtime", () => {
   assert.deepEqual(wrong, [], "files outside ffi/ that name a runtime");
 });
 
-test("layers: examples import the public module only; mod.ts only re-exports", () => {
+test("layers: examples import the public entry points only; the entry points only re-export", () => {
   const wrong: string[] = [];
   for (const file of files("examples")) {
     for (const spec of imports(file)) {
       if (!spec.startsWith(".")) continue;
       const target = relative(ROOT, resolve(ROOT, dirname(file), spec));
-      if (target !== "mod.ts" && !target.startsWith("examples/")) wrong.push(`${file} → ${target}`);
+      const entry = (ENTRY_POINTS as readonly string[]).includes(target);
+      if (!entry && !target.startsWith("examples/")) wrong.push(`${file} → ${target}`);
     }
   }
-  assert.deepEqual(wrong, [], "examples that reach past mod.ts");
-  const mod = readFileSync(join(ROOT, "mod.ts"), "utf8").replace(/\/\*\*[\s\S]*?\*\//g, "");
-  for (const line of mod.split("\n").filter((l) => l.trim() && !l.trim().startsWith("//"))) {
-    assert.match(line, /^(export\b|\s|\})/, `mod.ts does more than re-export: ${line}`);
+  assert.deepEqual(wrong, [], "examples that reach past the entry points");
+  for (const entry of ENTRY_POINTS) {
+    const src = readFileSync(join(ROOT, entry), "utf8").replace(/\/\*\*[\s\S]*?\*\//g, "");
+    for (const line of src.split("\n").filter((l) => l.trim() && !l.trim().startsWith("//"))) {
+      assert.match(line, /^(export\b|\s|\})/, `${entry} does more than re-export: ${line}`);
+    }
   }
+});
+
+test("layers: verbs.ts loads nothing above verbs/, cm.ts nothing above cm/ (what they leave out)", () => {
+  const reach = (entry: string): Set<string> => {
+    const seen = new Set<string>();
+    const todo = [entry];
+    while (todo.length) {
+      const f = todo.pop()!;
+      if (seen.has(f)) continue;
+      seen.add(f);
+      for (const spec of imports(f)) {
+        if (spec.startsWith(".")) todo.push(relative(ROOT, resolve(ROOT, dirname(f), spec)));
+      }
+    }
+    return seen;
+  };
+  const above = (entry: string, top: string) =>
+    [...reach(entry)].filter((f) => layerOf(f) > LAYERS.indexOf(top as typeof LAYERS[number]));
+  assert.deepEqual(above("verbs.ts", "verbs"), [], "verbs.ts reaches above verbs/");
+  assert.deepEqual(above("cm.ts", "cm"), [], "cm.ts reaches above cm/");
+  assert.ok(reach("mod.ts").has("stream/mod.ts"), "mod.ts has the streams");
 });
 
 test(

@@ -25,7 +25,7 @@ import {
   RdmaError,
   type SocketAddress,
   WcStatus,
-} from "../../mod.ts";
+} from "../../cm.ts";
 import { intOption, type OptionSpec, out, UsageError, type Values } from "./cli.ts";
 
 /** A failure the C tool reports as a return status (after printing its own line). */

@@ -28,7 +28,7 @@ import {
   type QueuePairEx,
   SendFlags,
   WrOpcode,
-} from "../../mod.ts";
+} from "../../verbs.ts";
 import { err, type OptionSpec, out, runTool, type ToolSpec, type Values } from "./cli.ts";
 import { clientExchange, type Dest, destLine, serverExchange } from "./exchange.ts";
 import { pingpongLoop } from "./loop.ts";

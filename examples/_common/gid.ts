@@ -6,7 +6,7 @@
  * @module
  */
 
-import { parseGid } from "../../mod.ts";
+import { parseGid } from "../../verbs.ts";
 
 /** A GID's 16 bytes, network order. */
 export type GidBytes = Uint8Array;

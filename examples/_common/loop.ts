@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { CompletionQueue, PreparedRecv } from "../../mod.ts";
+import type { CompletionQueue, PreparedRecv } from "../../verbs.ts";
 import { err, out } from "./cli.ts";
 import {
   completionWaiter,

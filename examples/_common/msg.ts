@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { CmId, EndpointQpInit, MemoryRegion } from "../../mod.ts";
+import type { CmId, EndpointQpInit, MemoryRegion } from "../../cm.ts";
 import { intOption, out, runTool, stringOption, type ToolSpec } from "./cli.ts";
 import { perror } from "./cm.ts";
 

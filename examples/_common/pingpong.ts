@@ -13,7 +13,7 @@ import {
   LinkLayer,
   type PreparedRecv,
   type QueuePair,
-} from "../../mod.ts";
+} from "../../verbs.ts";
 import {
   err,
   intOption,
