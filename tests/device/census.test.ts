@@ -12,7 +12,7 @@
  * Both ends are in this process (a peer process costs seconds to start in the emulated guest),
  * so the census covers both. While a connection is open the census shows its objects (so it
  * counts what it should); after the cycles it is back to its start. The suite samples
- * `RDMA_CENSUS_CYCLES` cycles of each kind (default 200, under a minute per runtime in the
+ * `RDMA_CENSUS_CYCLES` cycles of each kind (default 100, about 20 s per runtime in the
  * emulated guest); bench/soak.ts runs the long soak and measures the memory.
  */
 import assert from "node:assert/strict";
@@ -29,7 +29,7 @@ import {
 } from "../lib.ts";
 import { Endpoint } from "./peers/endpoint.ts";
 
-const CYCLES = Number(process.env.RDMA_CENSUS_CYCLES ?? 200);
+const CYCLES = Number(process.env.RDMA_CENSUS_CYCLES ?? 100);
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
