@@ -38,7 +38,6 @@ import {
 import { CmEventType, WcStatus } from "../types/enums.ts";
 import {
   BUSY_SLICE_MICROS,
-  checkSpinMicros,
   DEFAULT_STRATEGY,
   notePasses,
   SpinBudget,
@@ -52,31 +51,29 @@ import { type CmId, observeConnectionEnd } from "../cm/id.ts";
 import type { CmEvent } from "../cm/event.ts";
 import type { CompletionQueue } from "../verbs/cq.ts";
 import { describe } from "../types/check.ts";
-import type { SocketAddress } from "../cm/address.ts";
-import { ONE_SIDED_WR_ID, RECV_WR_ID, type StreamEngine } from "./engine.ts";
+import type { StreamEngine } from "./engine.ts";
+import { ONE_SIDED_WR_ID, RECV_WR_ID } from "./engine-contract.ts";
 import { ConnectionResetError, InvalidTokenError } from "./errors.ts";
 import { REMOTE_TOKEN_SIZE } from "../verbs/remote-memory.ts";
 import type { VerbsTransport } from "./transport.ts";
 import type { ConnCore } from "./core.ts";
 import { Keepalive } from "./keepalive.ts";
+import { readableOf, writableOf } from "./web.ts";
 import {
+  type ConnInfo,
   type IoOptions,
+  LINGER_MS_DEFAULT,
   type RdmaAddr,
   type ReadOptions,
   STREAM_SPIN_MAX_MICROS,
   type StreamOptions,
+  toAddr,
 } from "./options.ts";
 import { type IomapOptions, type IoMapping, IoMaps } from "./iomap.ts";
 import { type ExposedMemory, type ExposeOptions, type RemoteBuffer, RemoteOps } from "./remote.ts";
 
-function toAddr(a: SocketAddress | null): RdmaAddr {
-  return { transport: "tcp", hostname: a?.address ?? "", port: a?.port ?? 0 };
-}
-
 const yieldToLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
-
 const construct = Symbol("RdmaConn");
-
 const noop = () => {};
 
 // what a spin or a wait waits for
@@ -194,23 +191,14 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     if (token !== construct) {
       throw new InvalidArgumentError("RdmaConn is made by connect() or accept()");
     }
+    super("RdmaConn", []); // the options were checked by streamSizes before connecting
     const strategy = options.strategy ?? DEFAULT_STRATEGY;
-    if (strategy !== "adaptive" && strategy !== "event" && strategy !== "busy") {
-      throw new InvalidArgumentError(
-        `unknown strategy ${describe(strategy)} (busy, event or adaptive)`,
-      );
-    }
-    checkSpinMicros(options.spinMicros);
-    if (options.poller !== undefined && !(options.poller instanceof Poller)) {
-      throw new InvalidArgumentError("poller must be a Poller");
-    }
-    super("RdmaConn", []);
     this.#id = id;
     this.#t = transport;
     this.#e = transport.engine;
     this.#cq = transport.cq;
     this.#own = own;
-    this.#linger = options.lingerMs ?? 3000;
+    this.#linger = options.lingerMs ?? LINGER_MS_DEFAULT;
     this.#strategy = strategy;
     this.#budget = new SpinBudget(options.spinMicros, STREAM_SPIN_MAX_MICROS);
     this.#slice = options.spinMicros ?? BUSY_SLICE_MICROS;
@@ -224,31 +212,8 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   }
 
   /** The sizes the connection runs with (after the device's clamps and grants). */
-  get info(): {
-    sendBufferSize: number;
-    receiveBufferSize: number;
-    sendQueueDepth: number;
-    receiveQueueDepth: number;
-    inlineSize: number;
-    transport: "ib" | "iwarp";
-    iomapSize: number;
-    remoteIomapSize: number;
-    readDepth: number;
-    remoteQueueDepth: number;
-  } {
-    const e = this.#e;
-    return {
-      iomapSize: e.iomapSize,
-      remoteIomapSize: e.remoteIomapSize,
-      readDepth: this.#t.readDepth,
-      remoteQueueDepth: this.#t.extraSendWrs,
-      sendBufferSize: e.sendBufferSize,
-      receiveBufferSize: e.receiveBufferSize,
-      sendQueueDepth: e.sendQueueDepth,
-      receiveQueueDepth: e.receiveQueueDepth,
-      inlineSize: e.inlineSize,
-      transport: e.messageSend ? "iwarp" : "ib",
-    };
+  get info(): ConnInfo {
+    return this.#t.info();
   }
 
   /** Resolves once the native side is released after {@link RdmaConn.close}. */
@@ -607,39 +572,15 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
 
   /** The receiving side as a byte stream (BYOB reads go straight into the reader's buffer). */
   get readable(): ReadableStream<Uint8Array<ArrayBuffer>> {
-    return this.#readable ??= new ReadableStream({
-      type: "bytes",
-      autoAllocateChunkSize: 65536,
-      pull: async (c: ReadableByteStreamController) => {
-        // a BYOB read with { min } calls pull again until that much is filled
-        const req = c.byobRequest!;
-        const v = req.view!;
-        const n = await this.read(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
-        if (n === null) {
-          c.close();
-          req.respond(0);
-        } else req.respond(n);
-      },
-    });
+    return this.#readable ??= readableOf(this);
   }
 
   /** The sending side as a stream; closing it is {@link RdmaConn.closeWrite}. */
   get writable(): WritableStream<Uint8Array> {
-    return this.#writable ??= new WritableStream<Uint8Array>({
-      write: async (chunk) => {
-        await this.write(chunk);
-      },
-      close: () => this.closeWrite(),
-      abort: () => this.close(),
-    });
+    return this.#writable ??= writableOf(this);
   }
 
   // ---------------------------------------------------------------- close
-
-  /** Starts the teardown (see the class); idempotent. */
-  override close(): void {
-    super.close();
-  }
 
   /** Marks the connection closing before its children (mappings, exposed memory) close. */
   protected override beforeClose(): void {

@@ -52,146 +52,22 @@ import {
 } from "./protocol.ts";
 import type { ConnData } from "./protocol.ts";
 import { ProtocolError } from "./errors.ts";
+import { IomapTable } from "./iomap-table.ts";
+import {
+  type EngineConfig,
+  type EngineMemory,
+  receiveMemorySize,
+  sendMemorySize,
+  StreamState,
+  type StreamTransport,
+  TARGET_MEMORY_SIZE,
+  targetMemorySize,
+  WR_MSG_SEND,
+  WR_RECV,
+} from "./engine-contract.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 
-/** State bits of a stream (the same meaning as rsocket's). */
-export const StreamState = Object.freeze(
-  {
-    /** Connected (cleared by a disconnect, a reset or an error). */
-    CONNECTED: 0x100,
-    /** This side may still send data. */
-    WRITABLE: 0x200,
-    /** The peer may still send data (cleared by its shutdown). */
-    READABLE: 0x400,
-    /** Fully disconnected by a DISCONNECT control message (sent and completed, or received). */
-    DISCONNECTED: 0x1000,
-    /** A work request failed or the connection was reset. */
-    ERROR: 0x2000,
-  } as const,
-);
-
-/** The sizes and mode of one stream. */
-export interface EngineConfig {
-  /** Send ring bytes (at least 2 × {@link RS_SNDLOWAT}). */
-  readonly sendBufferSize: number;
-  /** Receive ring bytes (even; each half is advertised as one target SGE). */
-  readonly receiveBufferSize: number;
-  /** Send queue depth granted (at least {@link RS_QP_CTRL_SIZE} + 2). */
-  readonly sendQueueDepth: number;
-  /** Receive queue depth posted; also the initial credits given to the peer. */
-  readonly receiveQueueDepth: number;
-  /** Inline bytes the QP granted (chunks up to this size go inline). */
-  readonly inlineSize: number;
-  /** iWARP: data by RDMA WRITE, messages by 4-byte inline SEND. */
-  readonly messageSend: boolean;
-  /** Declare this side big-endian (tests exercise the peer-order path with it). Default false. */
-  readonly bigEndian?: boolean;
-  /**
-   * Entries of this side's iomap table (the peer may map this many buffers for its direct
-   * writes); a value {@link iomapEntries} keeps. Default 0.
-   */
-  readonly iomapSize?: number;
-}
-
-/**
- * The registered memory a stream uses. `send` holds the send ring, then
- * {@link RS_QP_CTRL_SIZE} slots for SGL updates, one iomap-entry slot, then one message slot
- * ({@link sendMemorySize}); `recv` holds the receive ring, then one 4-byte message slot per
- * receive on iWARP ({@link receiveMemorySize}); `target` holds the target SGL the peer writes
- * into, then the iomap table ({@link targetMemorySize}).
- */
-export interface EngineMemory {
-  /** Send memory (local access only). */
-  readonly send: Uint8Array;
-  /** Receive memory (the peer RDMA-writes into its ring). */
-  readonly recv: Uint8Array;
-  /** Address of `recv` as the peer must use it. */
-  readonly recvAddr: number;
-  /** rkey of `recv`. */
-  readonly recvKey: number;
-  /** Target SGL and iomap table ({@link targetMemorySize} bytes; the peer RDMA-writes into it). */
-  readonly target: Uint8Array;
-  /** Address of `target`. */
-  readonly targetAddr: number;
-  /** rkey of `target`. */
-  readonly targetKey: number;
-}
-
-/** Bytes of target SGL memory a stream needs (without an iomap table). */
-export const TARGET_MEMORY_SIZE = RS_SGL_SIZE * RS_SGE_SIZE;
-
-/** Bytes of target memory a stream with `config` needs: the target SGL, then the iomap table. */
-export function targetMemorySize(config: EngineConfig): number {
-  return TARGET_MEMORY_SIZE + RS_IOMAP_SIZE * (config.iomapSize ?? 0);
-}
-
-/** Bytes of send memory a stream with `config` needs. */
-export function sendMemorySize(config: EngineConfig): number {
-  return config.sendBufferSize + RS_QP_CTRL_SIZE * RS_SGE_SIZE + RS_IOMAP_SIZE + 8;
-}
-
-/** Bytes of receive memory a stream with `config` needs. */
-export function receiveMemorySize(config: EngineConfig): number {
-  return config.receiveBufferSize +
-    (config.messageSend ? config.receiveQueueDepth * RS_MSG_SIZE : 0);
-}
-
-/**
- * What the engine asks of the transport. Offsets are into {@link EngineMemory.send} (sends) or
- * {@link EngineMemory.recv} (receives). Every send is signaled; its completion goes back through
- * {@link StreamEngine.completeSend} with the same `wrId`, in posting order.
- */
-export interface StreamTransport {
-  /**
-   * Posts an RDMA WRITE of `[off1, off1 + len1)` and `[off2, off2 + len2)` of the send memory
-   * (`len1` 0: no data; `len2` 0: one SGE) to `remoteAddr`/`rkey`, inline when `inline`. With
-   * `imm >= 0` it is an RDMA WRITE WITH IMMEDIATE carrying `imm` (host order; the wire carries
-   * it big-endian).
-   */
-  write(
-    wrId: number,
-    off1: number,
-    len1: number,
-    off2: number,
-    len2: number,
-    inline: boolean,
-    remoteAddr: number,
-    rkey: number,
-    imm: number,
-  ): void;
-  /** Posts an inline SEND of `len` bytes at `off` of the send memory (iWARP messages). */
-  send(wrId: number, off: number, len: number): void;
-  /**
-   * Posts a zero-length RDMA WRITE without immediate data (rsocket's keepalive): the peer sees
-   * nothing, but its completion fails when the peer is gone.
-   */
-  probe(wrId: number): void;
-  /**
-   * Posts a plain RDMA WRITE (no immediate, no message; rsocket's `riowrite`) of
-   * `[off1, off1 + len1)` and `[off2, off2 + len2)` of the send memory to `remoteAddr`/`rkey`,
-   * inline when `inline`.
-   */
-  writeDirect(
-    wrId: number,
-    off1: number,
-    len1: number,
-    off2: number,
-    len2: number,
-    inline: boolean,
-    remoteAddr: number,
-    rkey: number,
-  ): void;
-  /**
-   * Posts a receive. On iWARP `off` is the 4-byte message slot in the receive memory; otherwise
-   * it is -1 and the receive has no SGE (it only takes the immediate data).
-   */
-  recv(wrId: number, off: number): void;
-}
-
-/**
- * Copies `n` bytes. Small copies go byte by byte and whole-array copies without a view, so the
- * common cases allocate nothing; larger partial copies make one short-lived view.
- */
+/** Copies `n` bytes; small and whole-array copies make no view (larger partial ones make one). */
 function copy(src: Uint8Array, from: number, dst: Uint8Array, to: number, n: number): void {
   if (n <= 64) {
     for (let i = 0; i < n; i++) dst[to + i] = src[from + i];
@@ -201,27 +77,6 @@ function copy(src: Uint8Array, from: number, dst: Uint8Array, to: number, n: num
     dst.set(src.subarray(from, from + n), to);
   }
 }
-
-/** A u64 field as a number, or -1 when it does not fit in 53 bits. */
-function readU53(view: DataView, offset: number, littleEndian: boolean): number {
-  const hi = view.getUint32(offset + (littleEndian ? 4 : 0), littleEndian);
-  if (hi >= 0x200000) return -1;
-  return hi * 0x1_0000_0000 + view.getUint32(offset + (littleEndian ? 0 : 4), littleEndian);
-}
-
-/** wr_id bit marking the SEND half of an iWARP data or SGL message. */
-const WR_MSG_SEND = 2 ** 32;
-/** wr_id bit marking a receive. */
-const WR_RECV = 2 ** 33;
-
-/** The first wr_id value that marks a receive (`wrId >= RECV_WR_ID` is a receive). */
-export const RECV_WR_ID = WR_RECV;
-
-/**
- * The first wr_id of the connection's own one-sided operations (remote buffers): the engine
- * never posts one, and their completions never reach it.
- */
-export const ONE_SIDED_WR_ID = 2 ** 34;
 
 const { CONNECTED, WRITABLE, READABLE, DISCONNECTED, ERROR } = StreamState;
 
@@ -292,6 +147,8 @@ export class StreamEngine {
   // iomap: this side's table (in `target` after the SGL), the peer's, and entries to send
   /** Entries of this side's iomap table. */
   readonly iomapSize: number;
+  /** This side's iomap table, as the peer writes it. */
+  readonly iomaps: IomapTable;
   #remoteIomapAddr = 0;
   #remoteIomapKey = 0;
   #remoteIomapSize = 0;
@@ -359,6 +216,7 @@ export class StreamEngine {
       memory.target.byteOffset,
       targetMemorySize(c),
     );
+    this.iomaps = new IomapTable(this.#targetView, TARGET_MEMORY_SIZE, iomap, !c.bigEndian);
     this.#recvAddr = memory.recvAddr;
     this.#recvKey = memory.recvKey;
     this.#targetAddr = memory.targetAddr;
@@ -663,35 +521,6 @@ export class StreamEngine {
   }
 
   /**
-   * The entry of this side's iomap table (written by the peer) that covers `offset`, or -1.
-   * Entries whose fields do not fit in 53 bits are skipped.
-   */
-  findIomap(offset: number): number {
-    const v = this.#targetView;
-    const little = this.#ownLittle;
-    for (let i = 0; i < this.iomapSize; i++) {
-      const at = TARGET_MEMORY_SIZE + i * RS_IOMAP_SIZE;
-      const len = v.getUint32(at + 20, little);
-      if (len === 0) continue;
-      const start = readU53(v, at, little);
-      if (start >= 0 && offset >= start && offset < start + len) return i;
-    }
-    return -1;
-  }
-
-  /** Entry `index` of this side's iomap table as the peer wrote it, or null when it is empty. */
-  iomapEntry(index: number): { offset: number; addr: number; key: number; length: number } | null {
-    const at = TARGET_MEMORY_SIZE + index * RS_IOMAP_SIZE;
-    const v = this.#targetView;
-    const little = this.#ownLittle;
-    const length = v.getUint32(at + 20, little);
-    const offset = readU53(v, at, little);
-    const addr = readU53(v, at + 8, little);
-    if (length === 0 || offset < 0 || addr < 0) return null;
-    return { offset, addr, key: v.getUint32(at + 16, little), length };
-  }
-
-  /**
    * rsocket's `riowrite`: writes as much of `src[off, off + len)` as can be sent now to offset
    * `remoteOffset` of the buffers the peer mapped, by plain RDMA WRITEs of the bytes copied into
    * the send ring (inline when small). Each chunk needs what a data chunk needs (a send WR, ring
@@ -711,8 +540,7 @@ export class StreamEngine {
     if ((this.#state & WRITABLE) === 0) return -1;
     if (startChunk > 0) this.#ioOlen = Math.min(startChunk, RS_MAX_TRANSFER);
     if (this.#ioq.length !== 0 && !this.flushIomaps()) return 0;
-    const v = this.#targetView;
-    const little = this.#ownLittle;
+    const table = this.iomaps;
     let done = 0;
     let entry = -1;
     let start = 0;
@@ -720,11 +548,10 @@ export class StreamEngine {
     while (done < len) {
       const at = remoteOffset + done;
       if (entry < 0 || at >= end) {
-        entry = this.findIomap(at);
+        entry = table.find(at);
         if (entry < 0) return done > 0 ? done : -2;
-        const e = TARGET_MEMORY_SIZE + entry * RS_IOMAP_SIZE;
-        start = readU53(v, e, little);
-        end = start + v.getUint32(e + 20, little);
+        start = table.start(entry);
+        end = start + table.length(entry);
       }
       if (!this.canSend()) break;
       const left = len - done;
@@ -735,10 +562,7 @@ export class StreamEngine {
       } else xfer = left;
       if (xfer > this.#sbufAvail) xfer = this.#sbufAvail;
       if (xfer > end - at) xfer = end - at;
-      const e = TARGET_MEMORY_SIZE + entry * RS_IOMAP_SIZE;
-      const raddr = readU53(v, e + 8, little) + (at - start);
-      const rkey = v.getUint32(e + 16, little);
-      this.#writeDirect(src, off + done, xfer, raddr, rkey);
+      this.#writeDirect(src, off + done, xfer, table.addr(entry) + (at - start), table.key(entry));
       done += xfer;
     }
     return done;

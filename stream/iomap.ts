@@ -251,8 +251,8 @@ export class IoMaps {
     const e = core.engine;
     // the whole range must be mapped by the peer before anything is sent
     for (let at = remoteOffset; at < remoteOffset + len;) {
-      const i = e.findIomap(at);
-      const entry = i < 0 ? null : e.iomapEntry(i);
+      const i = e.iomaps.find(at);
+      const entry = i < 0 ? null : e.iomaps.entry(i);
       if (entry === null) {
         throw new UnmappedOffsetError(
           `iowrite: offset ${at} is not in a buffer the peer mapped (${this.#describeTable()})`,
@@ -324,8 +324,8 @@ export class IoMaps {
       const writes: Promise<void>[] = [];
       for (let done = 0; done < data.length;) {
         const at = remoteOffset + done;
-        const i = e.findIomap(at);
-        const entry = i < 0 ? null : e.iomapEntry(i);
+        const i = e.iomaps.find(at);
+        const entry = i < 0 ? null : e.iomaps.entry(i);
         if (entry === null) {
           throw new UnmappedOffsetError(
             `iowrite: the peer unmapped offset ${at} during the write`,
@@ -349,7 +349,7 @@ export class IoMaps {
     const e = this.#core.engine;
     const parts: string[] = [];
     for (let i = 0; i < e.iomapSize; i++) {
-      const entry = e.iomapEntry(i);
+      const entry = e.iomaps.entry(i);
       if (entry) parts.push(`${entry.offset}+${entry.length}`);
     }
     return parts.length === 0

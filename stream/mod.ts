@@ -28,6 +28,7 @@ export { RdmaConn } from "./conn.ts";
 export { connect } from "./connect.ts";
 export {
   type ConnectOptions,
+  type ConnInfo,
   IOMAP_SIZE_DEFAULT,
   type IoOptions,
   KEEPALIVE_DEFAULT_MS,

@@ -7,9 +7,10 @@
 
 import { InvalidArgumentError } from "../types/errors.ts";
 import { describe } from "../types/check.ts";
-import type { Strategy } from "../poller/completions.ts";
-import type { Poller } from "../poller/poller.ts";
+import { checkSpinMicros, DEFAULT_STRATEGY, type Strategy } from "../poller/completions.ts";
+import { Poller } from "../poller/poller.ts";
 import type { WaitOptions } from "../poller/wait.ts";
+import type { SocketAddress } from "../cm/address.ts";
 import { iomapEntries, RSOCKET_DEFAULTS } from "./protocol.ts";
 import type { StreamSizes } from "./transport.ts";
 
@@ -106,8 +107,28 @@ export interface ConnectOptions extends StreamOptions, WaitOptions {
   source?: string;
 }
 
-/** The resolved sizes of `options`, each checked. */
+/** How long `close()` lingers when not told (ms; see `StreamOptions.lingerMs`). */
+export const LINGER_MS_DEFAULT = 3000;
+
+/**
+ * The resolved sizes of `options`, each checked, and its waiting options checked (a bad option
+ * is `InvalidArgumentError` before anything is connected).
+ */
 export function streamSizes(o: StreamOptions = {}): StreamSizes {
+  const strategy = o.strategy ?? DEFAULT_STRATEGY;
+  if (strategy !== "adaptive" && strategy !== "event" && strategy !== "busy") {
+    throw new InvalidArgumentError(
+      `unknown strategy ${describe(strategy)} (busy, event or adaptive)`,
+    );
+  }
+  checkSpinMicros(o.spinMicros);
+  if (o.poller !== undefined && !(o.poller instanceof Poller)) {
+    throw new InvalidArgumentError("poller must be a Poller");
+  }
+  const linger = o.lingerMs ?? LINGER_MS_DEFAULT;
+  if (!(Number.isFinite(linger) && linger >= 0)) {
+    throw new InvalidArgumentError(`lingerMs must be a number >= 0, got ${describe(linger)}`);
+  }
   const d = RSOCKET_DEFAULTS;
   const iomap = o.iomapSize ?? IOMAP_SIZE_DEFAULT;
   if (!Number.isInteger(iomap) || iomap < 0) {
@@ -158,3 +179,32 @@ export const KEEPALIVE_DEFAULT_MS = 7_200_000;
  * rsocket and `connect()` use) without end, so only this rule ends such a connection.
  */
 export const KEEPALIVE_PROBES = 5;
+
+/** What a connection runs with, after the device's clamps and grants (`conn.info`). */
+export interface ConnInfo {
+  /** Send ring bytes. */
+  readonly sendBufferSize: number;
+  /** Receive ring bytes. */
+  readonly receiveBufferSize: number;
+  /** Send queue depth of the stream's messages. */
+  readonly sendQueueDepth: number;
+  /** Receive queue depth (and initial credits). */
+  readonly receiveQueueDepth: number;
+  /** Writes up to this many bytes go inline. */
+  readonly inlineSize: number;
+  /** `"iwarp"` when messages go as SENDs (iWARP), else `"ib"` (RDMA WRITE WITH IMMEDIATE). */
+  readonly transport: "ib" | "iwarp";
+  /** Entries of this side's iomap table. */
+  readonly iomapSize: number;
+  /** Entries of the peer's iomap table. */
+  readonly remoteIomapSize: number;
+  /** RDMA READs in flight each way that the connection granted. */
+  readonly readDepth: number;
+  /** Send WRs for one-sided operations beyond the stream's own. */
+  readonly remoteQueueDepth: number;
+}
+
+/** The address of a CM id's side as an {@link RdmaAddr}. */
+export function toAddr(a: SocketAddress | null): RdmaAddr {
+  return { transport: "tcp", hostname: a?.address ?? "", port: a?.port ?? 0 };
+}

@@ -34,7 +34,7 @@ import type { MemoryRegion } from "../verbs/mr.ts";
 import type { PreparedSend } from "../verbs/prepared.ts";
 import { decodeToken, encodeToken, TokenAccess, type TokenFields } from "../verbs/remote-memory.ts";
 import type { ConnCore } from "./core.ts";
-import { ONE_SIDED_WR_ID } from "./engine.ts";
+import { ONE_SIDED_WR_ID } from "./engine-contract.ts";
 import { InvalidTokenError, RemoteAccessError, RevokedError } from "./errors.ts";
 import { RS_NOTICE_BIT } from "./protocol.ts";
 

@@ -11,6 +11,7 @@
  * @module
  */
 
+import type { ConnInfo } from "./options.ts";
 import { AccessFlags, SendFlags, WrOpcode } from "../types/enums.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import type { CmId } from "../cm/id.ts";
@@ -21,15 +22,15 @@ import type { ProtectionDomain } from "../verbs/pd.ts";
 import type { PreparedRecv, PreparedSend } from "../verbs/prepared.ts";
 import type { QueuePair } from "../verbs/qp.ts";
 import type { SendWr } from "../verbs/wr.ts";
+import { StreamEngine } from "./engine.ts";
 import {
   type EngineConfig,
   receiveMemorySize,
   RECV_WR_ID,
   sendMemorySize,
-  StreamEngine,
   type StreamTransport,
   targetMemorySize,
-} from "./engine.ts";
+} from "./engine-contract.ts";
 import { clampQueueDepth, RS_MSG_SIZE } from "./protocol.ts";
 
 /** Sizes of a stream (rsocket's defaults fill what is not given). */
@@ -360,6 +361,23 @@ export class VerbsTransport implements StreamTransport {
       sg: Array.from({ length: n }, () => ({ mr, offset: 0, length: 1 })),
     };
     return new Prepared(this.qp.prepareSend([wr]), [wr], mr.length);
+  }
+
+  /** What the connection runs with (`conn.info`). */
+  info(): ConnInfo {
+    const e = this.engine;
+    return {
+      sendBufferSize: e.sendBufferSize,
+      receiveBufferSize: e.receiveBufferSize,
+      sendQueueDepth: e.sendQueueDepth,
+      receiveQueueDepth: e.receiveQueueDepth,
+      inlineSize: e.inlineSize,
+      transport: e.messageSend ? "iwarp" : "ib",
+      iomapSize: e.iomapSize,
+      remoteIomapSize: e.remoteIomapSize,
+      readDepth: this.readDepth,
+      remoteQueueDepth: this.extraSendWrs,
+    };
   }
 
   /** Posts rsocket's keepalive probe; see {@link StreamTransport.probe}. */

@@ -206,7 +206,7 @@ test("docs: the stream sizes and linger time the guide states are RSOCKET_DEFAUL
     const v = stated("stream/README.md", new RegExp(`\\| \`${key}\` +\\| (\\d+)`));
     assert.equal(Number(v) * unit, d[key], `stream/README.md's table: ${key}`);
   }
-  const linger = inCode("stream/conn.ts", /options\.lingerMs \?\? (\d+)/);
+  const linger = (await import("../stream/options.ts")).LINGER_MS_DEFAULT;
   assert.equal(Number(stated("docs/03-connections.md", /`lingerMs`, default (\d+) ms/)), linger);
   assert.equal(
     Number(stated("docs/06-lifetimes.md", /`lingerMs`, default (\d+) s\b/)) * 1000,

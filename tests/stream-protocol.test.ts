@@ -31,16 +31,16 @@ import {
   scaleToValue,
   valueToScale,
 } from "../stream/protocol.ts";
+import { StreamEngine } from "../stream/engine.ts";
 import {
   type EngineConfig,
   receiveMemorySize,
   RECV_WR_ID,
   sendMemorySize,
-  StreamEngine,
   type StreamTransport,
   TARGET_MEMORY_SIZE,
   targetMemorySize,
-} from "../stream/engine.ts";
+} from "../stream/engine-contract.ts";
 import { ProtocolError } from "../stream/errors.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { prng } from "./device/peers/stream-data.ts";
@@ -729,7 +729,7 @@ for (const iwarp of [false, true]) {
       assert.equal(upd.len, 24);
       assert.equal(upd.inline, c.inlineSize >= 24, "inline when the QP allows 24 bytes");
       settle([a, b]);
-      assert.deepEqual(b.engine.iomapEntry(0), {
+      assert.deepEqual(b.engine.iomaps.entry(0), {
         offset: 5000,
         addr: buf.addr,
         key: buf.key,
@@ -768,13 +768,13 @@ for (const iwarp of [false, true]) {
       assert.equal(b.engine.ioWrite(data, 0, 10, 105_000, 2048), -2);
       // a write running past the end of the entry stops there
       assert.equal(b.engine.ioWrite(data, 0, 100, 104_950, 2048), 50);
-      assert.equal(b.engine.findIomap(104_999), 0);
-      assert.equal(b.engine.findIomap(105_000), -1);
+      assert.equal(b.engine.iomaps.find(104_999), 0);
+      assert.equal(b.engine.iomaps.find(105_000), -1);
       // A clears the entry (length 0): B can no longer write there
       settle([a, b]);
       a.engine.queueIomap(0, 0, 0, 0, 0);
       settle([a, b]);
-      assert.equal(b.engine.iomapEntry(0), null);
+      assert.equal(b.engine.iomaps.entry(0), null);
       assert.equal(b.engine.ioWrite(data, 0, 10, 10_000, 2048), -2);
       assert.ok(a.engine.allSendsDone() && b.engine.allSendsDone());
       assert.equal(b.engine.sendBufferFree, c.sendBufferSize);
@@ -842,7 +842,7 @@ for (const iwarp of [false, true]) {
     assert.equal(a.engine.iomapPending, true, "no credit: queued");
     assert.equal(a.engine.write(one, 0, 10), 0, "data waits behind the queued entry");
     settle([a, b]);
-    assert.equal(b.engine.iomapEntry(0), null);
+    assert.equal(b.engine.iomaps.entry(0), null);
     // B reads: credits come back; A's next write sends the entry first
     const rd = new Uint8Array(1000);
     while (b.engine.read(rd, 0, rd.length) > 0) b.engine.updateCredits();
@@ -853,7 +853,7 @@ for (const iwarp of [false, true]) {
     const kinds = a.log.slice(-2).map((l) => rsMsgOp(l.imm >= 0 ? l.imm : 0));
     if (!iwarp) assert.deepEqual(kinds, [RsOp.IOMAP_SGL, RsOp.DATA]);
     settle([a, b]);
-    assert.deepEqual(b.engine.iomapEntry(0), {
+    assert.deepEqual(b.engine.iomaps.entry(0), {
       offset: 0,
       addr: buf.addr,
       key: buf.key,
@@ -872,7 +872,7 @@ for (const iwarp of [false, true]) {
     assert.equal(Number(v.getBigUint64(8, false)), buf.addr);
     assert.equal(v.getUint32(16, false), buf.key);
     assert.equal(v.getUint32(20, false), 4096);
-    assert.deepEqual(b.engine.iomapEntry(0), {
+    assert.deepEqual(b.engine.iomaps.entry(0), {
       offset: 0x1234_5678_9a,
       addr: buf.addr,
       key: buf.key,
@@ -882,7 +882,7 @@ for (const iwarp of [false, true]) {
     const bb = region(b, 100);
     b.engine.queueIomap(0, 7, bb.addr, bb.key, 100);
     settle([a, b]);
-    assert.deepEqual(a.engine.iomapEntry(0), {
+    assert.deepEqual(a.engine.iomaps.entry(0), {
       offset: 7,
       addr: bb.addr,
       key: bb.key,
