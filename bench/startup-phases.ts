@@ -5,7 +5,7 @@
  * calls up to a listening id. Times are `performance.now()`, which both runtimes count from the
  * process start.
  *
- *   deno run -A bench/startup-phases.ts [ADDRESS] [--entry mod.ts|cm/mod.ts|verbs/mod.ts]
+ *   deno run -A bench/startup-phases.ts [ADDRESS] [--entry mod.ts|cm.ts|verbs.ts]
  *   bun bench/startup-phases.ts [ADDRESS] [--entry …]
  *
  * Prints one JSON line of cumulative milliseconds per phase.
