@@ -21,6 +21,9 @@
  *   stream message sent after it (so the bytes have landed); MiB/s, and the ratio to perftest's
  *   at the same message size (writes to `ib_write_bw`, reads to `ib_read_bw`).
  *
+ * Each round's figures are printed as it ends; a ratio is the median over the rounds of the ratio
+ * within each round (runs next to each other share the guest's drift).
+ *
  * Options: --rounds N (default 3), --mib N (default 64), --address IP (default
  * $RDMA_GUEST_IP), --device NAME (default $RDMA_DEVICE or rxe0), --gid N (default
  * $RDMA_GID_INDEX or 1).
@@ -305,14 +308,16 @@ const fmt = (x: number) => Number.isFinite(x) ? x.toFixed(x >= 100 ? 0 : x >= 10
 
 async function main(): Promise<void> {
   if (!address) throw new Error("no address: set RDMA_GUEST_IP or pass --address");
-  const samples = new Map<string, number[]>();
+  // samples by round (a failed run leaves its round empty), so that ratios pair runs of one round
+  const samples = new Map<string, (number | undefined)[]>();
+  let round = 0;
   const add = (k: string, v: number | null) => {
     if (v === null || !Number.isFinite(v)) return;
     const xs = samples.get(k) ?? [];
-    xs.push(v);
+    xs[round - 1] = v;
     samples.set(k, xs);
   };
-  for (let round = 1; round <= ROUNDS; round++) {
+  for (round = 1; round <= ROUNDS; round++) {
     // interleaved: each round runs every row once, C and ours alternating
     add("C riostream", await rsocketTool("riostream", true));
     add("our riostream", await rsocketTool("riostream", false));
@@ -322,12 +327,27 @@ async function main(): Promise<void> {
     add("ib_read_bw", await perftest("read_bw"));
     const o = await oursOneWay();
     if (o) { for (const [k, v] of Object.entries(o)) add(k, v); }
+    const got = [...samples].filter(([, xs]) => xs[round - 1] !== undefined);
+    console.log(
+      `round ${round}: ${got.map(([k, xs]) => `${k} ${fmt(xs[round - 1]!)}`).join(", ")}`,
+    );
   }
-  const m = (k: string) => median(samples.get(k) ?? []);
-  const n = (k: string) => (samples.get(k) ?? []).length;
+  const values = (k: string) => (samples.get(k) ?? []).filter((x): x is number => x !== undefined);
+  const m = (k: string) => median(values(k));
+  const n = (k: string) => values(k).length;
+  /** The median over the rounds of `a / b` within each round (both ran in it). */
+  const ratio = (a: string, b: string) => {
+    const xs = samples.get(a) ?? [], ys = samples.get(b) ?? [];
+    const r: number[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      if (xs[i] !== undefined && ys[i] !== undefined) r.push(xs[i]! / ys[i]!);
+    }
+    return median(r);
+  };
   const lines: string[] = [];
   lines.push(
-    `${runtime}, ${device}, ${MIB} MiB, medians of ${ROUNDS} interleaved rounds (n = samples)`,
+    `${runtime}, ${device}, ${MIB} MiB, medians of ${ROUNDS} interleaved rounds (n = samples); ` +
+      "ratios: the median of the ratios within each round",
   );
   lines.push("");
   lines.push("| ping-pong, -S 1 MiB -C " + MIB + " -I 1 | C Gb/s | ours Gb/s | ours / C |");
@@ -337,7 +357,7 @@ async function main(): Promise<void> {
     lines.push(
       `| ${tool} (${tool === "riostream" ? "iowrite" : "stream writes"}) | ${fmt(c)} (n=${
         n(`C ${tool}`)
-      }) | ${fmt(o)} (n=${n(`our ${tool}`)}) | ${fmt(o / c)} |`,
+      }) | ${fmt(o)} (n=${n(`our ${tool}`)}) | ${fmt(ratio(`our ${tool}`, `C ${tool}`))} |`,
     );
   }
   lines.push("");
@@ -348,9 +368,9 @@ async function main(): Promise<void> {
   lines.push(`| ib_read_bw 1 MiB | ${fmt(rb)} (n=${n("ib_read_bw")}) | | |`);
   for (const mode of MODES) {
     const v = m(mode);
-    const ref = mode.includes("read") ? rb : wb;
+    const ref = mode.includes("read") ? "ib_read_bw" : "ib_write_bw";
     lines.push(
-      `| ${mode} | ${fmt(v)} (n=${n(mode)}) | ${fmt(ref)} | ${fmt(v / ref)} |`,
+      `| ${mode} | ${fmt(v)} (n=${n(mode)}) | ${fmt(m(ref))} | ${fmt(ratio(mode, ref))} |`,
     );
   }
   console.log(lines.join("\n"));

@@ -208,7 +208,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.localAddr = toAddr(id.localAddress);
     this.remoteAddr = toAddr(id.peerAddress);
     this.#stopObserving = observeConnectionEnd(id, this.#onCmEnd);
-    this.#guard(() => this.#e.updateCredits()); // advertise the second half of the ring now
+    this.#updateCredits(); // advertise the second half of the ring now
   }
 
   /** The sizes the connection runs with (after the device's clamps and grants). */
@@ -465,7 +465,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const e = this.#e;
     let n = e.read(p, off, p.length - off);
     if (n === 0 && this.#progress() > 0) n = e.read(p, off, p.length - off);
-    if (n > 0) this.#guard(() => e.updateCredits());
+    if (n > 0) this.#updateCredits();
     return n;
   }
 
@@ -822,16 +822,28 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
         else e.completeRecv(id, st, st === 0 && wc.hasImm, st === 0 ? wc.immData : 0);
       } else e.completeSend(id, st);
     }
-    this.#guard(() => {
+    try {
       e.afterCompletions();
       this.#t.flushReceives();
-    });
+    } catch (err) {
+      this.#failWith(err as Error);
+    }
     // whoever polled, the waiting operations check again (a spinning write may take the data a
     // waiting read needs)
     if (this.#waiters.size > 0) this.#waiters.resolveAll();
   }
 
   // ---------------------------------------------------------------- failures
+
+  /** Grants the peer the credits freed by reads (posts; a failing post fails the stream). */
+  #updateCredits(): void {
+    // not through #guard: a closure per read is an allocation on the hot path
+    try {
+      this.#e.updateCredits();
+    } catch (err) {
+      this.#failWith(err as Error);
+    }
+  }
 
   /** Runs a step that may post; a failing post fails the stream (returns false then). */
   #guard(f: () => boolean | void): boolean {

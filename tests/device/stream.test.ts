@@ -567,7 +567,12 @@ deviceTest(`stream: ${CYCLES} connect/transfer/close cycles with flat fds and RS
     let mem0: Memory | undefined;
     const t0 = performance.now();
     for (let i = 0; i < cycles; i++) {
-      const conn: RdmaConn = await connect({ hostname: env.address, port, timeout: 30_000 });
+      const conn: RdmaConn = await connect({ hostname: env.address, port, timeout: 30_000 }).catch(
+        (e) => {
+          const s = ((performance.now() - t0) / 1000).toFixed(1);
+          throw new Error(`cycle ${i + 1} of ${cycles}, ${s} s in: ${e}`, { cause: e });
+        },
+      );
       await conn.write(msg);
       let got = 0;
       while (got < msg.length) {
