@@ -570,7 +570,13 @@ deviceTest(`stream: ${CYCLES} connect/transfer/close cycles with flat fds and RS
       const conn: RdmaConn = await connect({ hostname: env.address, port, timeout: 30_000 }).catch(
         (e) => {
           const s = ((performance.now() - t0) / 1000).toFixed(1);
-          throw new Error(`cycle ${i + 1} of ${cycles}, ${s} s in: ${e}`, { cause: e });
+          const said = peer.stderr().trim().slice(-2000) || "nothing on stderr";
+          throw new Error(
+            `cycle ${i + 1} of ${cycles}, ${s} s in: ${e}; the server peer: ${said}`,
+            {
+              cause: e,
+            },
+          );
         },
       );
       await conn.write(msg);

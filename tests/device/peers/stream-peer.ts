@@ -30,15 +30,24 @@ async function echo(address: string, count: number) {
   report({ ready: true, port: listener.addr.port });
   const buf = new Uint8Array(1 << 16);
   for (let i = 0; i < count; i++) {
-    const conn = await listener.accept({ timeout: 120_000 });
-    let bytes = 0;
-    for (let n; (n = await conn.read(buf)) !== null;) {
-      bytes += n;
-      await conn.write(buf.subarray(0, n));
+    let step = "accept";
+    try {
+      const conn = await listener.accept({ timeout: 120_000 });
+      let bytes = 0;
+      step = "echo";
+      for (let n; (n = await conn.read(buf)) !== null;) {
+        bytes += n;
+        await conn.write(buf.subarray(0, n));
+      }
+      step = "closeWrite";
+      await conn.closeWrite();
+      step = "close";
+      await conn[Symbol.asyncDispose]();
+      if (count <= 10 || i === count - 1) report({ served: i, bytes });
+    } catch (e) {
+      console.error(`echo: connection ${i + 1} of ${count} failed in ${step}`);
+      throw e;
     }
-    await conn.closeWrite();
-    await conn[Symbol.asyncDispose]();
-    if (count <= 10 || i === count - 1) report({ served: i, bytes });
   }
   listener.close();
 }
