@@ -52,7 +52,7 @@ import type { CmEvent } from "../cm/event.ts";
 import type { CompletionQueue } from "../verbs/cq.ts";
 import { describe } from "../types/check.ts";
 import type { StreamEngine } from "./engine.ts";
-import { ONE_SIDED_WR_ID, RECV_WR_ID } from "./engine-contract.ts";
+import { WR_HIGH_ONE_SIDED, WR_HIGH_RECV } from "./engine-contract.ts";
 import { ConnectionResetError, InvalidTokenError } from "./errors.ts";
 import { REMOTE_TOKEN_SIZE } from "../verbs/remote-memory.ts";
 import type { VerbsTransport } from "./transport.ts";
@@ -152,6 +152,9 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #cause: Error | null = null;
   #wcError: Error | null = null;
   #released: Promise<void> | null = null;
+  /** The promises of reads and writes done without waiting (repeated sizes reuse one). */
+  readonly #readDone = new ResolvedCount();
+  readonly #writeDone = new ResolvedCount();
   #readable: ReadableStream<Uint8Array<ArrayBuffer>> | null = null;
   #writable: WritableStream<Uint8Array> | null = null;
   readonly #stopObserving: () => void;
@@ -470,7 +473,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   }
 
   #readResult(n: number): Promise<number | null> {
-    if (n > 0) return Promise.resolve(n);
+    if (n > 0) return this.#readDone.of(n);
     try {
       return Promise.resolve(this.#end());
     } catch (e) {
@@ -499,7 +502,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       const n = this.#sendNow(p, off);
       if (n < 0) return Promise.reject(this.#writeError());
       off += n;
-      if (off === len) return Promise.resolve(len);
+      if (off === len) return this.#writeDone.of(len);
       if (!this.#spin(WRITE)) return this.#writeSlow(p, off, options);
     }
   }
@@ -814,13 +817,15 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const e = this.#e;
     for (let i = 0; i < n; i++) {
       const wc = cq.completion(i);
-      const id = wc.wrIdNumber;
+      // the wr_id as its halves: tags in the high one, small integers both (no boxed number)
+      const high = wc.wrIdHigh;
+      const low = wc.wrIdLow;
       const st = wc.status;
       if (st !== 0 && this.#wcError === null) this.#wcError = wc.error();
-      if (id >= RECV_WR_ID) {
-        if (id >= ONE_SIDED_WR_ID) this.#oneSided!(id, st, st === 0 ? null : wc.error());
-        else e.completeRecv(id, st, st === 0 && wc.hasImm, st === 0 ? wc.immData : 0);
-      } else e.completeSend(id, st);
+      if (high >= WR_HIGH_RECV) {
+        if (high >= WR_HIGH_ONE_SIDED) this.#oneSided!(low, st, st === 0 ? null : wc.error());
+        else e.completeRecv(low, st, st === 0 && wc.hasImm, st === 0 ? wc.immData : 0);
+      } else e.completeSend(high, low, st);
     }
     try {
       e.afterCompletions();
@@ -909,4 +914,22 @@ export function newConn(
   options: StreamOptions,
 ): RdmaConn {
   return new RdmaConn(id, transport, own, options, construct);
+}
+
+/**
+ * An already-resolved `Promise<number>` for a count, kept for the next call with the same count:
+ * a loop of same-sized reads or writes that complete without waiting allocates no promise (a
+ * resolved promise is immutable, so handing the same one out again is safe).
+ */
+class ResolvedCount {
+  #n = -1;
+  #p: Promise<number> | null = null;
+
+  of(n: number): Promise<number> {
+    if (n !== this.#n) {
+      this.#n = n;
+      this.#p = Promise.resolve(n);
+    }
+    return this.#p!;
+  }
 }

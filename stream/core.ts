@@ -47,7 +47,8 @@ export interface ConnCore {
   resetError(): RdmaError;
   /**
    * Receives the completions of work requests whose wr_id is at least `ONE_SIDED_WR_ID` (the
-   * connection's one-sided operations), with their status and the failure's error.
+   * connection's one-sided operations) as the wr_id's low half (the slot: `ONE_SIDED_WR_ID +
+   * slot` was posted), with their status and the failure's error.
    */
-  onOneSided: ((wrId: number, status: number, error: Error | null) => void) | null;
+  onOneSided: ((slot: number, status: number, error: Error | null) => void) | null;
 }

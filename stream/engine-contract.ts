@@ -99,14 +99,15 @@ export function receiveMemorySize(config: EngineConfig): number {
 /**
  * What the engine asks of the transport. Offsets are into {@link EngineMemory.send} (sends) or
  * {@link EngineMemory.recv} (receives). Every send is signaled; its completion goes back through
- * {@link StreamEngine.completeSend} with the same `wrId`, in posting order.
+ * {@link StreamEngine.completeSend} with the halves of the same `wrId`, in posting order.
  */
 export interface StreamTransport {
   /**
    * Posts an RDMA WRITE of `[off1, off1 + len1)` and `[off2, off2 + len2)` of the send memory
-   * (`len1` 0: no data; `len2` 0: one SGE) to `remoteAddr`/`rkey`, inline when `inline`. With
-   * `imm >= 0` it is an RDMA WRITE WITH IMMEDIATE carrying `imm` (host order; the wire carries
-   * it big-endian).
+   * (`len1` 0: no data; `len2` 0: one SGE) to the remote address `remoteHigh`/`remoteLow` (its
+   * two 32-bit words as 32-bit integers: no number above 2^31 crosses the call, which V8 would
+   * box) and `rkey`, inline when `inline`. With `imm >= 0` it is an RDMA WRITE WITH IMMEDIATE
+   * carrying `imm` (host order; the wire carries it big-endian).
    */
   write(
     wrId: number,
@@ -115,7 +116,8 @@ export interface StreamTransport {
     off2: number,
     len2: number,
     inline: boolean,
-    remoteAddr: number,
+    remoteHigh: number,
+    remoteLow: number,
     rkey: number,
     imm: number,
   ): void;
@@ -128,8 +130,9 @@ export interface StreamTransport {
   probe(wrId: number): void;
   /**
    * Posts a plain RDMA WRITE (no immediate, no message; rsocket's `riowrite`) of
-   * `[off1, off1 + len1)` and `[off2, off2 + len2)` of the send memory to `remoteAddr`/`rkey`,
-   * inline when `inline`.
+   * `[off1, off1 + len1)` and `[off2, off2 + len2)` of the send memory to the remote address
+   * `remoteHigh`/`remoteLow` (as for {@link StreamTransport.write}) and `rkey`, inline when
+   * `inline`.
    */
   writeDirect(
     wrId: number,
@@ -138,7 +141,8 @@ export interface StreamTransport {
     off2: number,
     len2: number,
     inline: boolean,
-    remoteAddr: number,
+    remoteHigh: number,
+    remoteLow: number,
     rkey: number,
   ): void;
   /**
@@ -148,10 +152,20 @@ export interface StreamTransport {
   recv(wrId: number, off: number): void;
 }
 
-/** wr_id bit marking the SEND half of an iWARP data or SGL message. */
+/**
+ * wr_id bit marking the SEND half of an iWARP data or SGL message. The tags are bits of the
+ * wr_id's high half and the low half is the message or the slot, so that completions are fed
+ * back as two small integers ({@link WR_HIGH_MSG_SEND}, {@link WR_HIGH_RECV}).
+ */
 export const WR_MSG_SEND = 2 ** 32;
 /** wr_id bit marking a receive. */
 export const WR_RECV = 2 ** 33;
+/** {@link WR_MSG_SEND} in the wr_id's high half. */
+export const WR_HIGH_MSG_SEND = 1;
+/** {@link WR_RECV} in the wr_id's high half. */
+export const WR_HIGH_RECV = 2;
+/** {@link ONE_SIDED_WR_ID} in the wr_id's high half. */
+export const WR_HIGH_ONE_SIDED = 4;
 
 /** The first wr_id value that marks a receive (`wrId >= RECV_WR_ID` is a receive). */
 export const RECV_WR_ID = WR_RECV;

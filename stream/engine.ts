@@ -26,7 +26,6 @@
  */
 
 import {
-  getAddr,
   RS_CAP_NOTICES,
   RS_CONN_FLAG_IOMAP,
   RS_CONN_FLAG_NET,
@@ -62,10 +61,23 @@ import {
   type StreamTransport,
   TARGET_MEMORY_SIZE,
   targetMemorySize,
+  WR_HIGH_MSG_SEND,
   WR_MSG_SEND,
   WR_RECV,
 } from "./engine-contract.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
+
+/**
+ * The two 32-bit words of an address below 2^53, as 32-bit integers: what the transport takes,
+ * so that no number above 2^31 crosses a call on the posting path (V8 boxes one there).
+ */
+function highWord(addr: number): number {
+  return Math.floor(addr / 0x1_0000_0000) | 0;
+}
+/** See {@link highWord}. */
+function lowWord(addr: number): number {
+  return addr | 0;
+}
 
 /** Copies `n` bytes; small and whole-array copies make no view (larger partial ones make one). */
 function copy(src: Uint8Array, from: number, dst: Uint8Array, to: number, n: number): void {
@@ -408,13 +420,19 @@ export class StreamEngine {
     this.#sqeAvail -= this.#wrsPerChunk;
     this.#sbufAvail -= xfer;
     // update the target SGE before posting: the peer may rewrite a used-up entry afterwards
+    // (the address as its two words: see highWord)
     const at = this.#targetSge * RS_SGE_SIZE;
     const tv = this.#targetView;
     const little = this.#ownLittle;
-    const addr = getAddr(tv, at, little);
+    const highAt = little ? at + 4 : at;
+    const lowAt = little ? at : at + 4;
+    const high = tv.getInt32(highAt, little);
+    const low = tv.getInt32(lowAt, little);
     const rkey = tv.getUint32(at + 8, little);
     const left = tv.getUint32(at + 12, little) - xfer;
-    setAddr(tv, at, addr + xfer, little);
+    const next = (low >>> 0) + xfer;
+    tv.setUint32(lowAt, next >>> 0, little);
+    if (next > 0xffffffff) tv.setInt32(highAt, (high + 1) | 0, little);
     tv.setUint32(at + 12, left, little);
     if (left === 0) this.#targetSge = (this.#targetSge + 1) % RS_SGL_SIZE;
     // copy into the send ring (an inline chunk is copied by the post, so its bytes stay free)
@@ -426,13 +444,13 @@ export class StreamEngine {
     if (xfer <= first) {
       copy(src, from, this.#send, cur, xfer);
       if (!inline) this.#cursor = cur + xfer === size ? 0 : cur + xfer;
-      this.#postWriteMsg(msg, cur, xfer, 0, 0, inline, addr, rkey);
+      this.#postWriteMsg(msg, cur, xfer, 0, 0, inline, high, low, rkey);
     } else {
       const second = xfer - first;
       copy(src, from, this.#send, cur, first);
       copy(src, from + first, this.#send, 0, second);
       if (!inline) this.#cursor = second;
-      this.#postWriteMsg(msg, cur, first, 0, second, inline, addr, rkey);
+      this.#postWriteMsg(msg, cur, first, 0, second, inline, high, low, rkey);
     }
   }
 
@@ -498,9 +516,11 @@ export class StreamEngine {
     writeSge(v, slot + 8, addr, key, length, this.#peerLittle);
     const msg = rsMsg(RsOp.IOMAP_SGL, index);
     const raddr = this.#remoteIomapAddr + index * RS_IOMAP_SIZE;
+    const high = highWord(raddr);
+    const low = lowWord(raddr);
     const rkey = this.#remoteIomapKey;
     if (this.inlineSize >= RS_IOMAP_SIZE) {
-      this.#postWriteMsg(msg, slot, RS_IOMAP_SIZE, 0, 0, true, raddr, rkey);
+      this.#postWriteMsg(msg, slot, RS_IOMAP_SIZE, 0, 0, true, high, low, rkey);
       return;
     }
     // like rsocket: through the send ring when it cannot go inline
@@ -510,13 +530,13 @@ export class StreamEngine {
     if (RS_IOMAP_SIZE <= first) {
       copy(this.#send, slot, this.#send, cur, RS_IOMAP_SIZE);
       this.#cursor = cur + RS_IOMAP_SIZE === size ? 0 : cur + RS_IOMAP_SIZE;
-      this.#postWriteMsg(msg, cur, RS_IOMAP_SIZE, 0, 0, false, raddr, rkey);
+      this.#postWriteMsg(msg, cur, RS_IOMAP_SIZE, 0, 0, false, high, low, rkey);
     } else {
       const second = RS_IOMAP_SIZE - first;
       copy(this.#send, slot, this.#send, cur, first);
       copy(this.#send, slot + first, this.#send, 0, second);
       this.#cursor = second;
-      this.#postWriteMsg(msg, cur, first, 0, second, false, raddr, rkey);
+      this.#postWriteMsg(msg, cur, first, 0, second, false, high, low, rkey);
     }
   }
 
@@ -562,13 +582,21 @@ export class StreamEngine {
       } else xfer = left;
       if (xfer > this.#sbufAvail) xfer = this.#sbufAvail;
       if (xfer > end - at) xfer = end - at;
-      this.#writeDirect(src, off + done, xfer, table.addr(entry) + (at - start), table.key(entry));
+      const raddr = table.addr(entry) + (at - start);
+      this.#writeDirect(src, off + done, xfer, highWord(raddr), lowWord(raddr), table.key(entry));
       done += xfer;
     }
     return done;
   }
 
-  #writeDirect(src: Uint8Array, from: number, xfer: number, raddr: number, rkey: number): void {
+  #writeDirect(
+    src: Uint8Array,
+    from: number,
+    xfer: number,
+    high: number,
+    low: number,
+    rkey: number,
+  ): void {
     this.#sqeAvail -= 1;
     this.#sbufAvail -= xfer;
     const size = this.sendBufferSize;
@@ -579,13 +607,13 @@ export class StreamEngine {
     if (xfer <= first) {
       copy(src, from, this.#send, cur, xfer);
       if (!inline) this.#cursor = cur + xfer === size ? 0 : cur + xfer;
-      this.#t.writeDirect(wrId, cur, xfer, 0, 0, inline, raddr, rkey);
+      this.#t.writeDirect(wrId, cur, xfer, 0, 0, inline, high, low, rkey);
     } else {
       const second = xfer - first;
       copy(src, from, this.#send, cur, first);
       copy(src, from + first, this.#send, 0, second);
       if (!inline) this.#cursor = second;
-      this.#t.writeDirect(wrId, cur, first, 0, second, inline, raddr, rkey);
+      this.#t.writeDirect(wrId, cur, first, 0, second, inline, high, low, rkey);
     }
   }
 
@@ -671,7 +699,8 @@ export class StreamEngine {
         0,
         0,
         this.inlineSize >= RS_SGE_SIZE,
-        this.#remoteSglAddr + this.#remoteSge * RS_SGE_SIZE,
+        highWord(this.#remoteSglAddr + this.#remoteSge * RS_SGE_SIZE),
+        lowWord(this.#remoteSglAddr + this.#remoteSge * RS_SGE_SIZE),
         this.#remoteSglKey,
       );
       this.#rbufAvail -= half;
@@ -754,7 +783,7 @@ export class StreamEngine {
   }
 
   #postMsg(msg: number): void {
-    if (!this.messageSend) this.#t.write(msg, 0, 0, 0, 0, false, 0, 0, msg);
+    if (!this.messageSend) this.#t.write(msg, 0, 0, 0, 0, false, 0, 0, 0, msg);
     else this.#sendMsg(msg, msg);
   }
 
@@ -765,13 +794,14 @@ export class StreamEngine {
     off2: number,
     len2: number,
     inline: boolean,
-    addr: number,
+    high: number,
+    low: number,
     rkey: number,
   ): void {
     if (!this.messageSend) {
-      this.#t.write(msg, off1, len1, off2, len2, inline, addr, rkey, msg);
+      this.#t.write(msg, off1, len1, off2, len2, inline, high, low, rkey, msg);
     } else {
-      this.#t.write(msg, off1, len1, off2, len2, inline, addr, rkey, -1);
+      this.#t.write(msg, off1, len1, off2, len2, inline, high, low, rkey, -1);
       this.#sendMsg(WR_MSG_SEND + rsMsg(rsMsgOp(msg), 0), msg);
     }
   }
@@ -784,11 +814,14 @@ export class StreamEngine {
 
   // ---- completions ----
 
-  /** Feeds back the completion of a send WR (`status` 0 = success). */
-  completeSend(wrId: number, status: number): void {
+  /**
+   * Feeds back the completion of a send WR (`status` 0 = success), given as the two 32-bit halves
+   * of the wr_id it was posted with.
+   */
+  completeSend(wrIdHigh: number, wrIdLow: number, status: number): void {
     this.#sendsCompleted = (this.#sendsCompleted + 1) | 0;
-    const msgSend = wrId >= WR_MSG_SEND;
-    const msg = msgSend ? wrId - WR_MSG_SEND : wrId;
+    const msgSend = (wrIdHigh & WR_HIGH_MSG_SEND) !== 0;
+    const msg = wrIdLow;
     switch (rsMsgOp(msg)) {
       case RsOp.SGL:
         this.#ctrlMaxSeqno++;
@@ -810,10 +843,11 @@ export class StreamEngine {
   }
 
   /**
-   * Feeds back the completion of a receive WR: `imm` is the immediate data (host order) when the
-   * completion has one (`hasImm`), otherwise the message is read from the iWARP message slot.
+   * Feeds back the completion of a receive WR, given as the low half of its wr_id (its slot):
+   * `imm` is the immediate data (host order) when the completion has one (`hasImm`), otherwise
+   * the message is read from the iWARP message slot.
    */
-  completeRecv(wrId: number, status: number, hasImm: boolean, imm: number): void {
+  completeRecv(wrIdLow: number, status: number, hasImm: boolean, imm: number): void {
     if (status !== 0) {
       // a flushed or failed receive while connected: the QP went to error under us
       if ((this.#state & CONNECTED) !== 0) this.#fail(status);
@@ -823,7 +857,7 @@ export class StreamEngine {
     let msg: number;
     if (hasImm) msg = imm >>> 0;
     else if (this.messageSend) {
-      const slot = wrId - WR_RECV;
+      const slot = wrIdLow;
       msg = this.#recvView.getUint32(this.receiveBufferSize + slot * RS_MSG_SIZE, this.#peerLittle);
     } else return; // a completion without a message: nothing to do
     const data = rsMsgData(msg);

@@ -288,8 +288,7 @@ export class RemoteOps {
     this.#slotLen = new Float64Array(depth);
     this.#slotLocal = new Array(depth).fill(null);
     this.#stageSlots = Math.min(STAGING_SLOTS, depth);
-    core.onOneSided = (wrId, status, error) =>
-      this.#complete(wrId - ONE_SIDED_WR_ID, status, error);
+    core.onOneSided = (slot, status, error) => this.#complete(slot, status, error);
     for (const id of core.engine.takeNotices()) this.#revoked.add(id);
     core.engine.onNotice = (id) => this.#revoked.add(id);
   }

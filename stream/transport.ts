@@ -293,7 +293,8 @@ export class VerbsTransport implements StreamTransport {
     off2: number,
     len2: number,
     inline: boolean,
-    remoteAddr: number,
+    remoteHigh: number,
+    remoteLow: number,
     rkey: number,
     imm: number,
   ): void {
@@ -302,7 +303,7 @@ export class VerbsTransport implements StreamTransport {
     else w = len2 === 0 ? this.#pair1! : this.#pair2!;
     const p = w.p;
     p.setWrId(0, wrId);
-    p.setRemoteAddr(0, remoteAddr);
+    p.setRemoteAddrWords(0, remoteHigh, remoteLow);
     p.setRkey(0, rkey);
     if (len1 > 0) w.sge(0, 0, 0, off1, len1);
     if (len2 > 0) w.sge(0, 1, 1, off2, len2);
@@ -336,7 +337,8 @@ export class VerbsTransport implements StreamTransport {
     off2: number,
     len2: number,
     inline: boolean,
-    remoteAddr: number,
+    remoteHigh: number,
+    remoteLow: number,
     rkey: number,
   ): void {
     const w = len2 === 0
@@ -344,7 +346,7 @@ export class VerbsTransport implements StreamTransport {
       : (this.#direct2 ??= this.#prepareDirect(2));
     const p = w.p;
     p.setWrId(0, wrId);
-    p.setRemoteAddr(0, remoteAddr);
+    p.setRemoteAddrWords(0, remoteHigh, remoteLow);
     p.setRkey(0, rkey);
     w.sge(0, 0, 0, off1, len1);
     if (len2 > 0) w.sge(0, 1, 1, off2, len2);

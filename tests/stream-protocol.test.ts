@@ -34,12 +34,18 @@ import {
 import { StreamEngine } from "../stream/engine.ts";
 import {
   type EngineConfig,
+  ONE_SIDED_WR_ID,
   receiveMemorySize,
   RECV_WR_ID,
   sendMemorySize,
   type StreamTransport,
   TARGET_MEMORY_SIZE,
   targetMemorySize,
+  WR_HIGH_MSG_SEND,
+  WR_HIGH_ONE_SIDED,
+  WR_HIGH_RECV,
+  WR_MSG_SEND,
+  WR_RECV,
 } from "../stream/engine-contract.ts";
 import { ProtocolError } from "../stream/errors.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
@@ -58,6 +64,14 @@ test("stream protocol: 32-bit messages", () => {
   assert.equal(rsMsgOp(0x80000180), RsOp.SGL);
   assert.equal(rsMsgData(0x1fffffff), 0x1fffffff);
   assert.equal(rsMsg(RsOp.DATA, 0x3fffffff), 0x1fffffff, "the argument is 29 bits");
+});
+
+test("stream wr_ids: the tags are bits of the high half, what is fed back is small", () => {
+  assert.equal(WR_MSG_SEND, WR_HIGH_MSG_SEND * 2 ** 32);
+  assert.equal(WR_RECV, WR_HIGH_RECV * 2 ** 32);
+  assert.equal(ONE_SIDED_WR_ID, WR_HIGH_ONE_SIDED * 2 ** 32);
+  // a one-sided id is also "a receive or above" for the dispatch, which checks the larger first
+  assert.ok(WR_HIGH_ONE_SIDED > WR_HIGH_RECV && WR_HIGH_RECV > WR_HIGH_MSG_SEND);
 });
 
 test("stream protocol: rs_conn_data layout (big-endian fields)", () => {
@@ -193,10 +207,12 @@ class Side implements StreamTransport {
     off2: number,
     len2: number,
     inline: boolean,
-    raddr: number,
+    raddrHigh: number,
+    raddrLow: number,
     rkey: number,
     imm: number,
   ): void {
+    const raddr = (raddrHigh >>> 0) * 2 ** 32 + (raddrLow >>> 0);
     assert.ok(this.sendInFlight < this.config.sendQueueDepth, `${this.name}: send queue overflow`);
     const total = len1 + len2;
     if (inline) assert.ok(total <= this.config.inlineSize, "inline beyond the granted size");
@@ -226,10 +242,11 @@ class Side implements StreamTransport {
     off2: number,
     len2: number,
     inline: boolean,
-    raddr: number,
+    raddrHigh: number,
+    raddrLow: number,
     rkey: number,
   ): void {
-    this.write(wrId, off1, len1, off2, len2, inline, raddr, rkey, -1);
+    this.write(wrId, off1, len1, off2, len2, inline, raddrHigh, raddrLow, rkey, -1);
     this.log[this.log.length - 1].wrId = wrId;
   }
 
@@ -312,10 +329,10 @@ class Side implements StreamTransport {
   poll(max: number): number {
     const n = Math.min(max, this.cq.length);
     for (const wc of this.cq.splice(0, n)) {
-      if (wc.recv) this.engine.completeRecv(wc.wrId, wc.status, wc.hasImm, wc.imm);
+      if (wc.recv) this.engine.completeRecv(wc.wrId % 2 ** 32, wc.status, wc.hasImm, wc.imm);
       else {
         this.sendInFlight--;
-        this.engine.completeSend(wc.wrId, wc.status);
+        this.engine.completeSend(Math.floor(wc.wrId / 2 ** 32), wc.wrId % 2 ** 32, wc.status);
       }
     }
     if (n > 0) this.engine.afterCompletions();
@@ -520,6 +537,24 @@ test("stream engine: the sender stops at zero credits and resumes on the grant",
   assert.equal(a.engine.sendCredits, 8);
 });
 
+test("stream engine: receive rings that cross a 4 GiB boundary (the address words carry)", () => {
+  // the peers' memory placed so that each receive ring straddles a multiple of 2^32: the
+  // engine advances a target entry's address by its two 32-bit words
+  const saved = nextBase;
+  nextBase = 5 * 2 ** 32 - 3000;
+  try {
+    const rand = prng(13);
+    const c = config({ sendBufferSize: 8192, receiveBufferSize: 6144, messageSend: false });
+    const [a, b] = pair(c);
+    assert.ok(a.recvMem.addr < 5 * 2 ** 32 && a.recvMem.addr + 6144 > 5 * 2 ** 32);
+    const sizes = () => 1 + Math.floor(rand() * 5000);
+    run([flow(a, b, 21, 200_000, sizes), flow(b, a, 22, 100_000, sizes)], [a, b], rand, 5000);
+    assert.equal(a.engine.failed || b.engine.failed, false);
+  } finally {
+    nextBase = saved;
+  }
+});
+
 test("stream engine: closeWrite gives the peer end of stream after the last byte", () => {
   const [a, b] = pair(config());
   const rand = prng(9);
@@ -596,7 +631,7 @@ test("stream engine: a failed send or a flushed receive fails the stream, data s
   c.engine.write(new Uint8Array(10), 0, 10);
   const wr = c.sq.shift()!;
   c.sendInFlight--;
-  c.engine.completeSend(wr.wrId, 12 /* RETRY_EXC_ERR */);
+  c.engine.completeSend(Math.floor(wr.wrId / 2 ** 32), wr.wrId % 2 ** 32, 12 /* RETRY_EXC_ERR */);
   assert.equal(c.engine.failed, true);
   assert.equal(c.engine.errorStatus, 12);
   void d;

@@ -182,6 +182,27 @@ export class PreparedSend extends PreparedList {
     } else setU64(this.view, at + this.#F["wr.rdma.remote_addr"].offset, addr);
   }
 
+  /**
+   * {@link PreparedSend.setRemoteAddr} with the address as its two 32-bit words (each a signed or
+   * an unsigned 32-bit integer, e.g. `x | 0`): for hot paths in V8, where a number at or above
+   * 2^31 that crosses a call is a heap allocation and a 32-bit integer is not.
+   */
+  setRemoteAddrWords(i: number, high: number, low: number): void {
+    const at = this.wrAt(i);
+    if (!isWord(high) || !isWord(low)) {
+      throw new InvalidArgumentError(
+        `remote address words must be 32-bit integers, got ${describe(high)}, ${describe(low)}`,
+      );
+    }
+    const atomic = this.#atomic(i);
+    if (atomic && (low & 7) !== 0) {
+      throw new InvalidArgumentError("atomic remote address must be 8-byte aligned");
+    }
+    const f = atomic ? this.#F["wr.atomic.remote_addr"] : this.#F["wr.rdma.remote_addr"];
+    this.view.setInt32(at + f.offset, low | 0, true);
+    this.view.setInt32(at + f.offset + 4, high | 0, true);
+  }
+
   /** Sets the rkey of an RDMA or atomic WR `i`. */
   setRkey(i: number, rkey: number): void {
     const f = this.#atomic(i) ? this.#F["wr.atomic.rkey"] : this.#F["wr.rdma.rkey"];
@@ -225,4 +246,9 @@ export class PreparedRecv extends PreparedList {
   ) {
     super("PreparedRecv", owner, op, wrs, check, token);
   }
+}
+
+/** A signed or unsigned 32-bit integer. */
+function isWord(v: number): boolean {
+  return (v | 0) === v || (v >>> 0) === v;
 }

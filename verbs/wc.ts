@@ -98,6 +98,18 @@ export class WorkCompletion {
   get wrIdNumber(): number {
     return getU64Number(this.#view, this.#at + this.#F.wr_id.offset);
   }
+  /**
+   * The low 32 bits of the WR id. With tags in the high half and small values in the low half,
+   * reading the two halves keeps both small integers: a number at or above 2^31 may be boxed
+   * (an allocation in V8) where it crosses a call.
+   */
+  get wrIdLow(): number {
+    return this.#view.getUint32(this.#at + this.#F.wr_id.offset, true);
+  }
+  /** The high 32 bits of the WR id (see {@link WorkCompletion.wrIdLow}). */
+  get wrIdHigh(): number {
+    return this.#view.getUint32(this.#at + this.#F.wr_id.offset + 4, true);
+  }
   /** `enum ibv_wc_status`. */
   get status(): number {
     return this.#view.getUint32(this.#at + this.#F.status.offset, true);

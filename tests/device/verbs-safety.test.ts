@@ -172,7 +172,10 @@ deviceTest("verbs prepared WRs: build once, update fields in place, re-post", (e
     write.setWrId(0, i);
     write.setImm(0, 0x01000000 + i);
     write.setLength(0, 0, 1 + (i % 8) + 1);
-    write.setRemoteAddr(0, dst.addrNumber + i * 16);
+    // odd rounds give the address as its two 32-bit words (the stream's posting path)
+    const to = dst.addrNumber + i * 16;
+    if (i % 2 === 0) write.setRemoteAddr(0, to);
+    else write.setRemoteAddrWords(0, Math.floor(to / 2 ** 32) | 0, to | 0);
     write.post();
     const wcs = waitWc(f.cq, 2);
     const s = wcs.find((w) => w.qpNum === a.qpNum)!;
@@ -187,6 +190,8 @@ deviceTest("verbs prepared WRs: build once, update fields in place, re-post", (e
   }
   assert.throws(() => write.setLength(0, 0, 1000), { name: "InvalidArgumentError" });
   assert.throws(() => write.setLength(0, 1, 4), { name: "InvalidArgumentError" });
+  assert.throws(() => write.setRemoteAddrWords(0, 0, 2 ** 32), { name: "InvalidArgumentError" });
+  assert.throws(() => write.setRemoteAddrWords(0, 0.5, 0), { name: "InvalidArgumentError" });
   assert.throws(
     // @ts-expect-error: remote is required by the type too; this checks the run-time guard
     () => a.prepareSend({ opcode: WrOpcode.RDMA_READ, sg: [] }),
