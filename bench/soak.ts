@@ -17,11 +17,10 @@
  * keeps (V8's heap spaces, JSC's heap), what the C allocator keeps (glibc's `mallinfo2`, through
  * bench/c/soak-probe.c) and its RSS after `malloc_trim(0)`.
  *
- * A failed cycle of this library or of TCP (a lost message or CM exchange: the guest's soft-RoCE
- * drops one now and then over thousands of connections) is counted, reported with its reason and
- * skipped, as a long-running server survives one failed connection; more than 10 end the run. The
- * C loops block in librdmacm's synchronous calls with nothing to bound them: a cycle over 180 s
- * ends them.
+ * A failed cycle (a lost message or CM exchange: the guest's soft-RoCE drops one now and then over
+ * thousands of connections) is counted, reported with its reason and skipped, as a long-running
+ * server survives one failed connection; more than 10 end the run. The C loops bound their waits
+ * the same way (poll/rpoll with a timeout before each blocking call).
  *
  * Writes bench/results/soak.md (the table), soak.svg (RSS over the cycles, one panel per kind)
  * and soak.json (every sample). Run it where there is an RDMA device, e.g. in the soft-RoCE VM:
@@ -30,7 +29,8 @@
  *
  * Options: --cycles N (default 10000), --every N (default 100), --kinds cm,stream,
  * --impls c,deno,bun,deno-tcp,bun-tcp, --address IP (default $RDMA_GUEST_IP), --out DIR
- * (default bench/results), --name NAME (files NAME.md/.svg/.json, default soak).
+ * (default bench/results), --name NAME (files NAME.md/.svg/.json, default soak), --keep (keep
+ * what NAME.json holds for the kinds and implementations not run now: re-running one of them).
  *
  * @module
  */
@@ -498,6 +498,13 @@ function start(argv: string[], env: Record<string, string>) {
   };
 }
 
+/** An implementation whose run of one kind failed as a whole. */
+interface Failure {
+  kind: string;
+  impl: string;
+  why: string;
+}
+
 interface Run {
   kind: string;
   impl: string;
@@ -551,8 +558,8 @@ async function drive(): Promise<void> {
     },
   ];
   const impls = IMPLS.filter((i) => wanted.includes(i.name.toLowerCase().replace(" ", "-")));
-  const runs: Run[] = [];
-  const failures: string[] = [];
+  let runs: Run[] = [];
+  let failures: Failure[] = [];
   for (const kind of kinds) {
     for (const impl of impls) {
       console.error(`soak: ${kind} × ${cycles}, ${impl.name} ...`);
@@ -563,15 +570,42 @@ async function drive(): Promise<void> {
       } catch (e) {
         // one implementation failing leaves the others' figures
         const why = e instanceof Error ? e.message : String(e);
-        failures.push(`${kind} ${impl.name}: ${why}`);
+        failures.push({ kind, impl: impl.name, why });
         console.error(`soak: ${kind} ${impl.name} failed: ${why}`);
       }
     }
   }
   mkdirSync(outDir, { recursive: true });
-  writeFileSync(join(outDir, `${name}.json`), JSON.stringify({ cycles, every, runs }, null, 1));
+  let allKinds = kinds;
+  if (process.argv.includes("--keep")) {
+    // what an earlier run wrote stays, but for the implementations and kinds run now
+    const redone = (x: { kind: string; impl: string }) =>
+      kinds.includes(x.kind) && impls.some((i) => i.name === x.impl);
+    try {
+      const old = JSON.parse(readFileSync(join(outDir, `${name}.json`), "utf8")) as {
+        cycles: number;
+        runs: Run[];
+        failures?: Failure[];
+      };
+      if (old.cycles !== cycles) throw new Error(`it ran ${old.cycles} cycles, this ${cycles}`);
+      runs = [...old.runs.filter((r) => !redone(r)), ...runs];
+      failures = [...(old.failures ?? []).filter((f) => !redone(f)), ...failures];
+      allKinds = [...new Set([...old.runs.map((r) => r.kind), ...kinds])];
+    } catch (e) {
+      console.error(`soak: --keep: nothing kept from ${name}.json (${(e as Error).message})`);
+    }
+  }
+  const order = (r: { kind: string; impl: string }) =>
+    allKinds.indexOf(r.kind) * 100 + IMPLS.findIndex((i) => i.name === r.impl);
+  runs.sort((a, b) => order(a) - order(b));
+  failures.sort((a, b) => order(a) - order(b));
+  const shown = IMPLS.filter((i) => runs.some((r) => r.impl === i.name));
+  writeFileSync(
+    join(outDir, `${name}.json`),
+    JSON.stringify({ cycles, every, runs, failures }, null, 1),
+  );
   writeFileSync(join(outDir, `${name}.md`), report(runs, cycles, every, name, failures));
-  writeFileSync(join(outDir, `${name}.svg`), chart(runs, impls, kinds));
+  writeFileSync(join(outDir, `${name}.svg`), chart(runs, shown, allKinds));
   console.error(`soak: wrote ${join(outDir, name)}.md, .svg and .json`);
 }
 
@@ -663,7 +697,7 @@ function report(
   cycles: number,
   every: number,
   name: string,
-  failures: string[],
+  failures: Failure[],
 ): string {
   const lines = [
     `# Soak: ${cycles} connection cycles per implementation`,
@@ -705,7 +739,7 @@ function report(
       } |`,
     );
   }
-  for (const f of failures) lines.push("", `Failed: ${f}`);
+  for (const f of failures) lines.push("", `Failed: ${f.kind} ${f.impl}: ${f.why}`);
   for (const r of runs) {
     if (r.failed?.length) {
       lines.push(

@@ -14,7 +14,10 @@
  * its DISCONNECTED event); QP, MR, CQ, channel, PD, id and event channel destroyed.
  *
  * rs cycle (rsocket, what the library's streams speak): rsocket, rconnect, 4 KiB written and
- * read back, rshutdown(SHUT_WR), read to the end, rclose.
+ * read back, rshutdown(SHUT_WR), read to the end, rclose (non-blocking, waits through rpoll).
+ *
+ * Every wait is bounded (see WAIT_MS): a failed cycle is counted and skipped, as the library's
+ * loops in bench/soak.ts do.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,7 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <signal.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #define DEPTH 8
@@ -48,26 +52,35 @@ static long rss_bytes(void) {
 }
 
 /*
- * A cycle that takes longer than this ends the process (a lost event would otherwise hang it).
- * Above the connection manager's own give-up on a lost DREQ (about 100 s measured on rxe), so
- * that a resent MAD is waited for as the library waits for it.
+ * Every wait is bounded, as the library's are (a lost message or CM exchange in the guest's
+ * soft-RoCE would otherwise hang the loop): a cycle whose wait runs out is counted, its reason
+ * kept, its resources released, and the loop goes on; more than MAX_FAILED failures end it. A
+ * server with no connection for IDLE_MS ends its loop (its client failed cycles).
  */
-#define CYCLE_LIMIT_S 180
+#define WAIT_MS 60000
+#define IDLE_MS 90000
+#define MAX_FAILED 10
 
-/* The cycle in progress, for the alarm's message. */
-static volatile long current_cycle;
+static char failed_json[4096] = "";
+static int failed_count;
 
-static void on_alarm(int sig) {
-  (void)sig;
-  static const char msg[] = "soak: a cycle took over 180 s, cycle ";
-  char num[24];
-  int n = 0;
-  long v = current_cycle;
-  do num[sizeof num - 1 - n++] = (char)('0' + v % 10); while ((v /= 10) > 0 && n < 20);
-  if (write(2, msg, sizeof msg - 1) < 0 || write(2, num + sizeof num - n, n) < 0 ||
-      write(2, "\n", 1) < 0)
-    _exit(3);
-  _exit(3);
+/* Records a failed cycle (JSON string list for the done line); ends the process past the limit. */
+static void cycle_failed(const char *side, long i, const char *why) {
+  size_t at = strlen(failed_json);
+  fprintf(stderr, "soak: %s %ld failed: %s\n", side, i, why);
+  snprintf(failed_json + at, sizeof failed_json - at, "%s\"%s %ld: %s\"", at ? "," : "", side, i,
+           why);
+  if (++failed_count > MAX_FAILED) {
+    fprintf(stderr, "soak: more than %d failed cycles\n", MAX_FAILED);
+    exit(1);
+  }
+}
+
+/* Waits until `fd` is readable (rsocket's rpoll when `rs`); 0, or -1 after `ms`. */
+static int wait_readable(int fd, int ms, int rs) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  int n = rs ? rpoll(&p, 1, ms) : poll(&p, 1, ms);
+  return n > 0 ? 0 : -1;
 }
 
 static void report(const char *key, long i) {
@@ -75,13 +88,20 @@ static void report(const char *key, long i) {
   fflush(stdout);
 }
 
-static struct rdma_cm_event *expect(struct rdma_event_channel *ch, enum rdma_cm_event_type type) {
+/* The next event on `ch` if it is `type` within `ms`; else NULL, with the reason in `why`. */
+static struct rdma_cm_event *expect(struct rdma_event_channel *ch, enum rdma_cm_event_type type,
+                                    int ms, char *why, size_t whylen) {
   struct rdma_cm_event *ev;
+  if (wait_readable(ch->fd, ms, 0)) {
+    snprintf(why, whylen, "no %s in %d ms", rdma_event_str(type), ms);
+    return NULL;
+  }
   if (rdma_get_cm_event(ch, &ev)) die("rdma_get_cm_event");
   if (ev->event != type) {
-    fprintf(stderr, "soak: expected %s, got %s (status %d)\n", rdma_event_str(type),
-            rdma_event_str(ev->event), ev->status);
-    exit(1);
+    snprintf(why, whylen, "expected %s, got %s (status %d)", rdma_event_str(type),
+             rdma_event_str(ev->event), ev->status);
+    rdma_ack_cm_event(ev);
+    return NULL;
   }
   return ev;
 }
@@ -122,8 +142,9 @@ static void ep_open(struct ep *e, struct rdma_cm_id *id) {
   }
 }
 
-/* Waits for one receive (or send) completion through the channel: arm, drain, wait. */
-static void ep_wait(struct ep *e, int recv) {
+/* Waits for one receive (or send) completion through the channel: arm, drain, wait; -1 after
+ * WAIT_MS. */
+static int ep_wait(struct ep *e, int recv) {
   int *have = recv ? &e->recvs : &e->sends;
   while (*have == 0) {
     struct ibv_wc wc;
@@ -132,7 +153,7 @@ static void ep_wait(struct ep *e, int recv) {
     while ((n = ibv_poll_cq(e->cq, 1, &wc)) > 0) {
       if (wc.status != IBV_WC_SUCCESS) {
         fprintf(stderr, "soak: completion status %s\n", ibv_wc_status_str(wc.status));
-        exit(1);
+        return -1;
       }
       if (wc.opcode & IBV_WC_RECV) e->recvs++;
       else e->sends++;
@@ -141,13 +162,16 @@ static void ep_wait(struct ep *e, int recv) {
     if (*have > 0) break;
     struct ibv_cq *cq;
     void *ctx;
+    if (wait_readable(e->ch->fd, WAIT_MS, 0)) return -1;
     if (ibv_get_cq_event(e->ch, &cq, &ctx)) die("ibv_get_cq_event");
     ibv_ack_cq_events(cq, 1);
   }
   (*have)--;
+  return 0;
 }
 
-static void ep_send(struct ep *e, struct rdma_cm_id *id, const char *text) {
+/* Sends `text` and waits for its completion; -1 when it did not complete in time. */
+static int ep_send(struct ep *e, struct rdma_cm_id *id, const char *text) {
   size_t len = strlen(text);
   char *at = e->buf + DEPTH * SLOT;
   memcpy(at, text, len);
@@ -155,7 +179,7 @@ static void ep_send(struct ep *e, struct rdma_cm_id *id, const char *text) {
   struct ibv_send_wr wr = {.wr_id = 1000, .sg_list = &sge, .num_sge = 1,
                            .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED}, *bad;
   if (ibv_post_send(id->qp, &wr, &bad)) die("ibv_post_send");
-  ep_wait(e, 0);
+  return ep_wait(e, 0);
 }
 
 static void ep_close(struct ep *e, struct rdma_cm_id *id) {
@@ -171,31 +195,47 @@ static void cm_client(const char *addr, int port, long cycles, long every) {
   struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons(port)};
   inet_pton(AF_INET, addr, &dst.sin_addr);
   for (long i = 1; i <= cycles; i++) {
-    current_cycle = i;
-    alarm(CYCLE_LIMIT_S);
     struct rdma_event_channel *ch = rdma_create_event_channel();
     struct rdma_cm_id *id;
+    struct rdma_cm_event *ev;
     struct ep e;
-    char tag[32], msg[64];
+    int opened = 0;
+    char tag[32], msg[64], why[160] = "";
     if (!ch) die("rdma_create_event_channel");
     if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) die("rdma_create_id");
     if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000)) die("rdma_resolve_addr");
-    rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+    if (!(ev = expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, WAIT_MS, why, sizeof why))) goto failed;
+    rdma_ack_cm_event(ev);
     if (rdma_resolve_route(id, 2000)) die("rdma_resolve_route");
-    rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+    if (!(ev = expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, WAIT_MS, why, sizeof why))) goto failed;
+    rdma_ack_cm_event(ev);
     ep_open(&e, id);
+    opened = 1;
     snprintf(tag, sizeof tag, "c%ld", i);
     struct rdma_conn_param param = {.private_data = tag, .private_data_len = strlen(tag) + 1,
                                     .responder_resources = 1, .initiator_depth = 1,
                                     .retry_count = 7, .rnr_retry_count = 7};
     if (rdma_connect(id, &param)) die("rdma_connect");
-    rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ESTABLISHED));
+    if (!(ev = expect(ch, RDMA_CM_EVENT_ESTABLISHED, WAIT_MS, why, sizeof why))) goto failed;
+    rdma_ack_cm_event(ev);
     snprintf(msg, sizeof msg, "ping %s 0", tag);
-    ep_send(&e, id, msg);
-    ep_wait(&e, 1);
+    if (ep_send(&e, id, msg)) {
+      snprintf(why, sizeof why, "the ping's send did not complete");
+      goto failed;
+    }
+    if (ep_wait(&e, 1)) {
+      snprintf(why, sizeof why, "no pong");
+      goto failed;
+    }
     if (rdma_disconnect(id)) die("rdma_disconnect");
-    rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_DISCONNECTED));
-    ep_close(&e, id);
+    if (!(ev = expect(ch, RDMA_CM_EVENT_DISCONNECTED, WAIT_MS, why, sizeof why))) goto failed;
+    rdma_ack_cm_event(ev);
+    goto release;
+  failed:
+    cycle_failed("cycle", i, why);
+    rdma_disconnect(id);
+  release:
+    if (opened) ep_close(&e, id);
     rdma_destroy_id(id);
     rdma_destroy_event_channel(ch);
     if (i == 1 || i % every == 0) report("cycle", i);
@@ -214,12 +254,16 @@ static void cm_server(const char *addr, long count, long every) {
   printf("{\"ready\":true,\"port\":%d}\n", ntohs(rdma_get_src_port(listen_id)));
   fflush(stdout);
   for (long i = 1; i <= count; i++) {
-    current_cycle = i;
-    alarm(i == 1 ? 0 : CYCLE_LIMIT_S);
-    struct rdma_cm_event *ev = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    char reply[64], welcome[32], why[160] = "";
+    struct rdma_cm_event *ev = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, i == 1 ? -1 : IDLE_MS,
+                                      why, sizeof why);
+    if (!ev) {
+      if (!strncmp(why, "no ", 3)) break; /* idle: the client is done */
+      cycle_failed("connection", i--, why); /* a late event of a failed connection */
+      continue;
+    }
     struct rdma_cm_id *id = ev->id;
     struct ep e;
-    char reply[64], welcome[32];
     rdma_ack_cm_event(ev);
     ep_open(&e, id);
     snprintf(welcome, sizeof welcome, "welcome:%ld", i);
@@ -227,11 +271,23 @@ static void cm_server(const char *addr, long count, long every) {
                                     .private_data_len = strlen(welcome) + 1,
                                     .responder_resources = 1, .initiator_depth = 1};
     if (rdma_accept(id, &param)) die("rdma_accept");
-    rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ESTABLISHED));
-    ep_wait(&e, 1);
+    if (!(ev = expect(ch, RDMA_CM_EVENT_ESTABLISHED, WAIT_MS, why, sizeof why))) goto failed;
+    rdma_ack_cm_event(ev);
+    if (ep_wait(&e, 1)) {
+      snprintf(why, sizeof why, "no ping");
+      goto failed;
+    }
     snprintf(reply, sizeof reply, "pong%s", e.buf + 4);
-    ep_send(&e, id, reply);
-    rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_DISCONNECTED));
+    if (ep_send(&e, id, reply)) {
+      snprintf(why, sizeof why, "the pong's send did not complete");
+      goto failed;
+    }
+    if (!(ev = expect(ch, RDMA_CM_EVENT_DISCONNECTED, WAIT_MS, why, sizeof why))) goto failed;
+    rdma_ack_cm_event(ev);
+    goto release;
+  failed:
+    cycle_failed("connection", i, why);
+  release:
     rdma_disconnect(id);
     ep_close(&e, id);
     rdma_destroy_id(id);
@@ -241,11 +297,48 @@ static void cm_server(const char *addr, long count, long every) {
   rdma_destroy_event_channel(ch);
 }
 
-static void full(int fd, char *buf, size_t len, int write) {
+/* Waits (rpoll) until `fd` is ready for `events`; 0, or -1 after `ms`. */
+static int rs_wait(int fd, short events, int ms) {
+  struct pollfd p = {.fd = fd, .events = events};
+  return rpoll(&p, 1, ms) > 0 ? 0 : -1;
+}
+
+/* Moves all of `buf` on a non-blocking rsocket; 0, or -1 (reason in `why`). */
+static int full(int fd, char *buf, size_t len, int write, char *why, size_t whylen) {
   for (size_t off = 0; off < len;) {
     ssize_t n = write ? rsend(fd, buf + off, len - off, 0) : rrecv(fd, buf + off, len - off, 0);
-    if (n <= 0) die(write ? "rsend" : "rrecv");
-    off += n;
+    if (n > 0) {
+      off += n;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (rs_wait(fd, write ? POLLOUT : POLLIN, WAIT_MS)) {
+        snprintf(why, whylen, "%s waited over %d ms", write ? "rsend" : "rrecv", WAIT_MS);
+        return -1;
+      }
+    } else {
+      snprintf(why, whylen, "%s: %s", write ? "rsend" : "rrecv",
+               n == 0 ? "end of stream" : strerror(errno));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Reads to the end of the stream (discarding, or echoing when `echo`); 0, or -1. */
+static int drain(int fd, char *buf, size_t size, int echo, char *why, size_t whylen) {
+  for (;;) {
+    ssize_t n = rrecv(fd, buf, size, 0);
+    if (n == 0) return 0;
+    if (n > 0) {
+      if (echo && full(fd, buf, n, 1, why, whylen)) return -1;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (rs_wait(fd, POLLIN, WAIT_MS)) {
+        snprintf(why, whylen, "rrecv waited over %d ms", WAIT_MS);
+        return -1;
+      }
+    } else {
+      snprintf(why, whylen, "rrecv: %s", strerror(errno));
+      return -1;
+    }
   }
 }
 
@@ -255,19 +348,31 @@ static void rs_client(const char *addr, int port, long cycles, long every) {
   inet_pton(AF_INET, addr, &dst.sin_addr);
   for (int i = 0; i < MSG; i++) out[i] = (char)i;
   for (long i = 1; i <= cycles; i++) {
-    current_cycle = i;
-    alarm(CYCLE_LIMIT_S);
+    char why[160] = "";
     int fd = rsocket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) die("rsocket");
-    if (rconnect(fd, (struct sockaddr *)&dst, sizeof dst)) die("rconnect");
-    full(fd, out, MSG, 1);
-    full(fd, in, MSG, 0);
+    rfcntl(fd, F_SETFL, O_NONBLOCK);
+    if (rconnect(fd, (struct sockaddr *)&dst, sizeof dst) && errno != EINPROGRESS) {
+      snprintf(why, sizeof why, "rconnect: %s", strerror(errno));
+      goto failed;
+    }
+    if (rs_wait(fd, POLLOUT, WAIT_MS)) {
+      snprintf(why, sizeof why, "not connected in %d ms", WAIT_MS);
+      goto failed;
+    }
+    if (full(fd, out, MSG, 1, why, sizeof why) || full(fd, in, MSG, 0, why, sizeof why)) {
+      goto failed;
+    }
     if (memcmp(in, out, MSG)) {
       fprintf(stderr, "soak: echo differs\n");
       exit(1);
     }
     rshutdown(fd, SHUT_WR);
-    if (rrecv(fd, in, MSG, 0) != 0) die("rrecv (end of stream)");
+    if (drain(fd, in, MSG, 0, why, sizeof why)) goto failed;
+    goto release;
+  failed:
+    cycle_failed("cycle", i, why);
+  release:
     rclose(fd);
     if (i == 1 || i % every == 0) report("cycle", i);
   }
@@ -286,14 +391,13 @@ static void rs_server(const char *addr, long count, long every) {
   printf("{\"ready\":true,\"port\":%d}\n", ntohs(src.sin_port));
   fflush(stdout);
   for (long i = 1; i <= count; i++) {
-    current_cycle = i;
-    alarm(i == 1 ? 0 : CYCLE_LIMIT_S);
+    char why[160] = "";
+    if (rs_wait(lfd, POLLIN, i == 1 ? -1 : IDLE_MS)) break; /* idle: the client is done */
     int fd = raccept(lfd, NULL, NULL);
-    ssize_t n;
     if (fd < 0) die("raccept");
-    while ((n = rrecv(fd, buf, sizeof buf, 0)) > 0) full(fd, buf, n, 1);
-    if (n < 0) die("rrecv");
-    rshutdown(fd, SHUT_WR);
+    rfcntl(fd, F_SETFL, O_NONBLOCK);
+    if (drain(fd, buf, sizeof buf, 1, why, sizeof why)) cycle_failed("connection", i, why);
+    else rshutdown(fd, SHUT_WR);
     rclose(fd);
     if (i == 1 || i % every == 0) report("served", i);
   }
@@ -307,7 +411,6 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *role = argv[1], *addr = argv[2];
-  signal(SIGALRM, on_alarm);
   if (!strcmp(role, "cm-server")) cm_server(addr, atol(argv[3]), atol(argv[4]));
   else if (!strcmp(role, "rs-server")) rs_server(addr, atol(argv[3]), atol(argv[4]));
   else if (argc >= 6 && !strcmp(role, "cm-client"))
@@ -315,6 +418,6 @@ int main(int argc, char **argv) {
   else if (argc >= 6 && !strcmp(role, "rs-client"))
     rs_client(addr, atoi(argv[3]), atol(argv[4]), atol(argv[5]));
   else return 2;
-  printf("{\"done\":true,\"rss\":%ld}\n", rss_bytes());
+  printf("{\"done\":true,\"rss\":%ld,\"failed\":[%s]}\n", rss_bytes(), failed_json);
   return 0;
 }
