@@ -6,7 +6,9 @@
  *
  * - `empty`: `tryRead` with nothing to read (one CQ poll);
  * - `pair`: `tryWrite(64 B)` + `tryRead` until the 64 B arrived (the synchronous API);
- * - `promise`: `await write(64 B)` + `await read(p, { min: 64 })` (the caller's own awaits included).
+ * - `promise`: `await write(64 B)` + `await read(p, { min: 64 })` (the caller's own awaits included);
+ * - `cycle`: one whole connection (connect and accept, 4 KiB each way, close both and await their
+ *   release): what a connection costs the JS heap (200 rounds after 50).
  *
  * The profiler samples every 16 bytes on average: figures under a few bytes per round are noise.
  * Bun has no sampling heap profiler; bench/stream.ts measures its heap growth instead. Run it where
@@ -50,6 +52,27 @@ function post<T>(method: string, params: object = {}): Promise<T> {
 
 type Loop = (n: number) => Promise<void>;
 
+/** One connection per round, both ends in this process (the `cycle` loop). */
+function cycles(): Loop {
+  const l = listen({ hostname: address, port: 0 });
+  const msg = new Uint8Array(4096);
+  const buf = new Uint8Array(4096);
+  const min = { min: 4096 };
+  return async (n) => {
+    for (let i = 0; i < n; i++) {
+      const [a, b] = await Promise.all([
+        l.accept(),
+        connect({ hostname: address, port: l.addr.port }),
+      ]);
+      await b.write(msg);
+      await a.read(buf, min);
+      await a.write(buf);
+      await b.read(buf, min);
+      await Promise.all([a[Symbol.asyncDispose](), b[Symbol.asyncDispose]()]);
+    }
+  };
+}
+
 function loops(a: RdmaConn, b: RdmaConn): Record<string, Loop> {
   const src = new Uint8Array(64);
   const dst = new Uint8Array(64);
@@ -83,14 +106,17 @@ function frame(n: ProfileNode): string {
   return `${f.functionName || "(anonymous)"} ${file}:${f.lineNumber + 1}`;
 }
 
-async function sites(loop: Loop): Promise<{ total: number; top: [string, number][] }> {
+async function sites(
+  loop: Loop,
+  rounds: number,
+): Promise<{ total: number; top: [string, number][] }> {
   await post("HeapProfiler.enable");
   await post("HeapProfiler.startSampling", {
     samplingInterval: 16,
     includeObjectsCollectedByMajorGC: true,
     includeObjectsCollectedByMinorGC: true,
   });
-  await loop(ROUNDS);
+  await loop(rounds);
   const { profile } = await post<{ profile: { head: ProfileNode } }>("HeapProfiler.stopSampling");
   const by = new Map<string, number>();
   let total = 0;
@@ -113,11 +139,17 @@ const l = listen({ hostname: address, port: 0 });
 const [a, b] = await Promise.all([l.accept(), connect({ hostname: address, port: l.addr.port })]);
 l.close();
 console.log(`bench/alloc-sites (deno ${Deno.version.deno}): warm-up ${WARM}, ${ROUNDS} rounds`);
-for (const [name, loop] of Object.entries(loops(a, b))) {
-  await loop(WARM);
-  const { total, top } = await sites(loop);
-  console.log(`\n${name}: ${(total / ROUNDS).toFixed(1)} B per round (sampled)`);
-  for (const [k, v] of top) console.log(`  ${(v / ROUNDS).toFixed(1).padStart(6)} B  ${k}`);
+const all: [string, Loop, number, number][] = [
+  ...Object.entries(loops(a, b)).map(([k, f]) =>
+    [k, f, WARM, ROUNDS] as [string, Loop, number, number]
+  ),
+  ["cycle", cycles(), 50, 200],
+];
+for (const [name, loop, warm, rounds] of all) {
+  await loop(warm);
+  const { total, top } = await sites(loop, rounds);
+  console.log(`\n${name}: ${(total / rounds).toFixed(1)} B per round (sampled)`);
+  for (const [k, v] of top) console.log(`  ${(v / rounds).toFixed(1).padStart(8)} B  ${k}`);
 }
 await a[Symbol.asyncDispose]();
 await b[Symbol.asyncDispose]();
