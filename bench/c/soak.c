@@ -170,8 +170,8 @@ static int ep_wait(struct ep *e, int recv) {
   return 0;
 }
 
-/* Sends `text` and waits for its completion; -1 when it did not complete in time. */
-static int ep_send(struct ep *e, struct rdma_cm_id *id, const char *text) {
+/* Posts a SEND of `text` (its completion is taken by a later ep_wait or dropped at ep_close). */
+static void ep_post(struct ep *e, struct rdma_cm_id *id, const char *text) {
   size_t len = strlen(text);
   char *at = e->buf + DEPTH * SLOT;
   memcpy(at, text, len);
@@ -179,7 +179,6 @@ static int ep_send(struct ep *e, struct rdma_cm_id *id, const char *text) {
   struct ibv_send_wr wr = {.wr_id = 1000, .sg_list = &sge, .num_sge = 1,
                            .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED}, *bad;
   if (ibv_post_send(id->qp, &wr, &bad)) die("ibv_post_send");
-  return ep_wait(e, 0);
 }
 
 static void ep_close(struct ep *e, struct rdma_cm_id *id) {
@@ -219,7 +218,8 @@ static void cm_client(const char *addr, int port, long cycles, long every) {
     if (!(ev = expect(ch, RDMA_CM_EVENT_ESTABLISHED, WAIT_MS, why, sizeof why))) goto failed;
     rdma_ack_cm_event(ev);
     snprintf(msg, sizeof msg, "ping %s 0", tag);
-    if (ep_send(&e, id, msg)) {
+    ep_post(&e, id, msg);
+    if (ep_wait(&e, 0)) {
       snprintf(why, sizeof why, "the ping's send did not complete");
       goto failed;
     }
@@ -278,10 +278,12 @@ static void cm_server(const char *addr, long count, long every) {
       goto failed;
     }
     snprintf(reply, sizeof reply, "pong%s", e.buf + 4);
-    if (ep_send(&e, id, reply)) {
-      snprintf(why, sizeof why, "the pong's send did not complete");
-      goto failed;
-    }
+    /*
+     * The pong's completion is not waited for: the client disconnects once it has the pong, and
+     * on rxe an RC send whose ACK never came keeps being retried (retry count 7 is endless there)
+     * until this side's QP leaves RTS at the disconnect; waiting first deadlocked 1 in ~900.
+     */
+    ep_post(&e, id, reply);
     if (!(ev = expect(ch, RDMA_CM_EVENT_DISCONNECTED, WAIT_MS, why, sizeof why))) goto failed;
     rdma_ack_cm_event(ev);
     goto release;
