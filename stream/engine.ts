@@ -692,6 +692,7 @@ export class StreamEngine {
         half,
         this.#peerLittle,
       );
+      const sglAddr = this.#remoteSglAddr + this.#remoteSge * RS_SGE_SIZE;
       this.#postWriteMsg(
         msg,
         slot,
@@ -699,8 +700,8 @@ export class StreamEngine {
         0,
         0,
         this.inlineSize >= RS_SGE_SIZE,
-        highWord(this.#remoteSglAddr + this.#remoteSge * RS_SGE_SIZE),
-        lowWord(this.#remoteSglAddr + this.#remoteSge * RS_SGE_SIZE),
+        highWord(sglAddr),
+        lowWord(sglAddr),
         this.#remoteSglKey,
       );
       this.#rbufAvail -= half;

@@ -12,7 +12,7 @@ import { WrOpcode } from "../types/enums.ts";
 import { setU64 } from "../ffi/memory.ts";
 import { checkConstruct, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
 import { PostCall, type PostOp } from "./_post.ts";
-import { countSges, isU64, type RecvWr, type SendWr, type U64 } from "./wr.ts";
+import { countSges, isU32, isU64, type RecvWr, type SendWr, type U64 } from "./wr.ts";
 import { WrList } from "./_wr-list.ts";
 import type { MemoryRegion } from "./mr.ts";
 import type { QueuePair } from "./qp.ts";
@@ -170,16 +170,12 @@ export class PreparedSend extends PreparedList {
 
   /** Sets the remote address of an RDMA or atomic WR `i` (atomics: 8-byte aligned). */
   setRemoteAddr(i: number, addr: U64): void {
-    const at = this.wrAt(i);
     if (!isU64(addr)) {
       throw new InvalidArgumentError(`remote address must be a U64, got ${describe(addr)}`);
     }
-    if (this.#atomic(i)) {
-      if ((typeof addr === "bigint" ? Number(addr & 7n) : addr % 8) !== 0) {
-        throw new InvalidArgumentError("atomic remote address must be 8-byte aligned");
-      }
-      setU64(this.view, at + this.#F["wr.atomic.remote_addr"].offset, addr);
-    } else setU64(this.view, at + this.#F["wr.rdma.remote_addr"].offset, addr);
+    if (typeof addr === "bigint") {
+      this.#setRemote(i, Number(addr >> 32n), Number(addr & 0xffff_ffffn));
+    } else this.#setRemote(i, Math.floor(addr / 0x1_0000_0000), addr >>> 0);
   }
 
   /**
@@ -188,12 +184,17 @@ export class PreparedSend extends PreparedList {
    * 2^31 that crosses a call is a heap allocation and a 32-bit integer is not.
    */
   setRemoteAddrWords(i: number, high: number, low: number): void {
-    const at = this.wrAt(i);
     if (!isWord(high) || !isWord(low)) {
       throw new InvalidArgumentError(
         `remote address words must be 32-bit integers, got ${describe(high)}, ${describe(low)}`,
       );
     }
+    this.#setRemote(i, high, low);
+  }
+
+  /** Writes the remote address of WR `i` from its words (checked by the caller). */
+  #setRemote(i: number, high: number, low: number): void {
+    const at = this.wrAt(i);
     const atomic = this.#atomic(i);
     if (atomic && (low & 7) !== 0) {
       throw new InvalidArgumentError("atomic remote address must be 8-byte aligned");
@@ -250,5 +251,5 @@ export class PreparedRecv extends PreparedList {
 
 /** A signed or unsigned 32-bit integer. */
 function isWord(v: number): boolean {
-  return (v | 0) === v || (v >>> 0) === v;
+  return (v | 0) === v || isU32(v);
 }

@@ -566,19 +566,19 @@ deviceTest(`stream: ${CYCLES} connect/transfer/close cycles with flat fds and RS
     let fds0 = 0;
     let mem0: Memory | undefined;
     const t0 = performance.now();
+    /** A failed connect with the cycle, the time and what the server peer said. */
+    const cycleFailed = (e: unknown, i: number) => {
+      const s = ((performance.now() - t0) / 1000).toFixed(1);
+      const said = peer.stderr().trim().slice(-2000) || "nothing on stderr";
+      return new Error(`cycle ${i + 1} of ${cycles}, ${s} s in: ${e}; the server peer: ${said}`, {
+        cause: e,
+      });
+    };
     for (let i = 0; i < cycles; i++) {
-      const conn: RdmaConn = await connect({ hostname: env.address, port, timeout: 30_000 }).catch(
-        (e) => {
-          const s = ((performance.now() - t0) / 1000).toFixed(1);
-          const said = peer.stderr().trim().slice(-2000) || "nothing on stderr";
-          throw new Error(
-            `cycle ${i + 1} of ${cycles}, ${s} s in: ${e}; the server peer: ${said}`,
-            {
-              cause: e,
-            },
-          );
-        },
-      );
+      const conn: RdmaConn = await connect({ hostname: env.address, port, timeout: 30_000 })
+        .catch((e) => {
+          throw cycleFailed(e, i);
+        });
       await conn.write(msg);
       let got = 0;
       while (got < msg.length) {
