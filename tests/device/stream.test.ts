@@ -41,6 +41,8 @@ import {
 import {
   AbortedError,
   ClosedError,
+  CmEventError,
+  CmEventType,
   connect,
   ConnectionResetError,
   listen,
@@ -556,9 +558,18 @@ deviceTest(
   { timeout: LONG },
 );
 
+/**
+ * A connect that soft-iWARP failed in its MPA exchange: `RDMA_CM_EVENT_CONNECT_ERROR` with
+ * status -EINVAL, which siw reports for every reply it could not take (docs/08).
+ */
+function isSiwMpaFailure(env: DeviceEnv, e: unknown): boolean {
+  return env.transport === "iwarp" && e instanceof CmEventError &&
+    e.event === CmEventType.CONNECT_ERROR && e.status === -22;
+}
+
 deviceTest(`stream: ${CYCLES} connect/transfer/close cycles with flat fds and RSS`, async (env) => {
   const cycles = CYCLES;
-  const peer = spawnPeer("stream-peer.ts", ["echo", env.address, String(cycles)]);
+  const peer = spawnPeer("stream-peer.ts", ["echo", env.address, String(cycles), "1"]);
   try {
     const { port } = await peer.next((m) => "ready" in m) as { port: number };
     const msg = new Uint8Array(4096).map((_, i) => i & 0xff);
@@ -574,8 +585,16 @@ deviceTest(`stream: ${CYCLES} connect/transfer/close cycles with flat fds and RS
         cause: e,
       });
     };
+    let retried = false;
     for (let i = 0; i < cycles; i++) {
       const conn: RdmaConn = await connect({ hostname: env.address, port, timeout: 30_000 })
+        .catch((e) => {
+          // soft-iWARP rarely fails an MPA exchange (docs/08): one retry, printed, per run
+          if (retried || !isSiwMpaFailure(env, e)) throw cycleFailed(e, i);
+          retried = true;
+          console.log(`stream cycles: cycle ${i + 1}: ${e}; retried once (docs/08)`);
+          return connect({ hostname: env.address, port, timeout: 30_000 });
+        })
         .catch((e) => {
           throw cycleFailed(e, i);
         });
