@@ -17,7 +17,8 @@
  *   scripts/softroce-vm -- node_modules/.bin/deno run -A --v8-flags=--expose-gc bench/alloc-sites.ts
  *
  * Options: --warm N (default 40000: the guest's optimizing compiler needs thousands of rounds),
- * --rounds N (default 3000), --address IP (default $RDMA_GUEST_IP), --top N (default 6).
+ * --rounds N (default 3000), --address IP (default $RDMA_GUEST_IP), --top N (default 6),
+ * --loops a,b (default all four).
  *
  * @module
  */
@@ -35,6 +36,7 @@ const address = arg("address", process.env.RDMA_GUEST_IP ?? "");
 const WARM = Number(arg("warm", "40000"));
 const ROUNDS = Number(arg("rounds", "3000"));
 const TOP = Number(arg("top", "6"));
+const LOOPS = arg("loops", "empty,pair,promise,cycle").split(",");
 
 interface ProfileNode {
   callFrame: { functionName: string; url: string; lineNumber: number };
@@ -146,6 +148,7 @@ const all: [string, Loop, number, number][] = [
   ["cycle", cycles(), 50, 200],
 ];
 for (const [name, loop, warm, rounds] of all) {
+  if (!LOOPS.includes(name)) continue;
   await loop(warm);
   const { total, top } = await sites(loop, rounds);
   console.log(`\n${name}: ${(total / rounds).toFixed(1)} B per round (sampled)`);

@@ -22,6 +22,7 @@ import type { ProtectionDomain } from "../verbs/pd.ts";
 import type { PreparedRecv, PreparedSend } from "../verbs/prepared.ts";
 import type { QueuePair } from "../verbs/qp.ts";
 import type { SendWr } from "../verbs/wr.ts";
+import { deviceLimits } from "./device-limits.ts";
 import { StreamEngine } from "./engine.ts";
 import {
   type EngineConfig,
@@ -170,21 +171,15 @@ export class VerbsTransport implements StreamTransport {
     const ctx = id.context;
     const iwarp = id.transport === "iwarp";
     this.messageSend = iwarp;
-    const attr = ctx.queryDevice();
-    const devMax = typeof attr.maxQpWr === "number" ? attr.maxQpWr : 0xfffe;
+    const limits = deviceLimits(ctx, id.portNum || 1);
+    const devMax = limits.maxQpWr;
     const sq = clampQueueDepth(sizes.sendQueueDepth, devMax);
     const rq = clampQueueDepth(sizes.receiveQueueDepth, devMax);
     const extra = Math.max(0, Math.min(sizes.extraSendWrs ?? 0, devMax - sq));
     this.extraSendWrs = extra;
-    this.maxResponderResources = typeof attr.maxQpRdAtom === "number" ? attr.maxQpRdAtom : 0;
-    this.maxInitiatorDepth = typeof attr.maxQpInitRdAtom === "number" ? attr.maxQpInitRdAtom : 0;
-    let maxMsg = 0;
-    try {
-      maxMsg = ctx.queryPort(id.portNum || 1).maxMsgSz;
-    } catch {
-      // keep the RDMA limit below
-    }
-    this.maxMessageSize = maxMsg > 0 ? Math.min(maxMsg, 2 ** 31) : 2 ** 31;
+    this.maxResponderResources = limits.maxQpRdAtom;
+    this.maxInitiatorDepth = limits.maxQpInitRdAtom;
+    this.maxMessageSize = limits.maxMessageSize;
     // iWARP messages are 4-byte inline SENDs (newer librdmacm raises the inline size the same way)
     const inlineAsked = iwarp ? Math.max(sizes.inlineSize, RS_MSG_SIZE) : sizes.inlineSize;
     const pd = ctx.allocPd();

@@ -65,7 +65,7 @@ export class WrList {
       view.setUint32(off + S.lkey.offset, s.mr.lkey, true);
     }
     const F = recv ? L.ibv_recv_wr.fields : L.ibv_send_wr.fields;
-    this.block.setPointer(at + F.sg_list.offset, count ? this.block.at(start) : null);
+    this.block.setInnerPointer(at + F.sg_list.offset, count ? start : null);
     view.setInt32(at + F.num_sge.offset, count, true);
     this.sgeAt.push(start);
     return count;
@@ -86,18 +86,21 @@ export class WrList {
     if (slots > 0) {
       const data = start + L.ibv_sge.size;
       this.block.bytes.set(bytes, data);
-      setU64(view, start + S.addr.offset, native().address(this.block.at(data)));
+      setU64(view, start + S.addr.offset, this.block.address + data);
       view.setUint32(start + S.length.offset, bytes.length, true);
       view.setUint32(start + S.lkey.offset, 0, true);
     }
-    this.block.setPointer(at + F.sg_list.offset, slots ? this.block.at(start) : null);
+    this.block.setInnerPointer(at + F.sg_list.offset, slots ? start : null);
     view.setInt32(at + F.num_sge.offset, slots ? 1 : 0, true);
     this.sgeAt.push(start);
     return slots;
   }
 
   #link(i: number, count: number, nextOffset: number): void {
-    this.block.setPointer(i * this.wrSize + nextOffset, i + 1 < count ? this.wr(i + 1) : null);
+    this.block.setInnerPointer(
+      i * this.wrSize + nextOffset,
+      i + 1 < count ? (i + 1) * this.wrSize : null,
+    );
   }
 
   /** Encodes the first `count` send WRs (already checked). */
