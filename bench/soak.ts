@@ -30,7 +30,8 @@
  * Options: --cycles N (default 10000), --every N (default 100), --kinds cm,stream,
  * --impls c,deno,bun,deno-tcp,bun-tcp, --address IP (default $RDMA_GUEST_IP), --out DIR
  * (default bench/results), --name NAME (files NAME.md/.svg/.json, default soak), --keep (keep
- * what NAME.json holds for the kinds and implementations not run now: re-running one of them).
+ * what NAME.json holds for the kinds and implementations not run now: re-running one of them),
+ * --deno-v8-flags F (more V8 flags for every Deno process, e.g. `--max-semi-space-size=1`).
  *
  * @module
  */
@@ -280,7 +281,7 @@ async function ourServer(kind: string, address: string, count: number, every: nu
   if (kind === "cm") {
     const { Endpoint } = await import("../tests/device/peers/endpoint.ts");
     const listener = lib.cmListen({ hostname: address, port: 0, backlog: 32 });
-    out({ ready: true, port: listener.port });
+    out({ ready: true, port: listener.addr.port });
     for (let i = 1; i <= count; i++) {
       const req = await acceptOrEnd(() => listener.accept({ timeout: SERVER_IDLE_MS }));
       if (req === null) break;
@@ -542,7 +543,14 @@ async function drive(): Promise<void> {
   const probe = join(dir, "libsoak-probe.so");
   execFileSync("cc", ["-O2", "-shared", "-fPIC", "-o", probe, join(c, "soak-probe.c")]);
   const bin = join(self, "..", "..", "node_modules", ".bin");
-  const deno = [join(bin, "deno"), "run", "-A", "--v8-flags=--expose-gc", self];
+  const v8 = arg("deno-v8-flags", "");
+  const deno = [
+    join(bin, "deno"),
+    "run",
+    "-A",
+    `--v8-flags=--expose-gc${v8 ? "," + v8 : ""}`,
+    self,
+  ];
   const bun = [join(bin, "bun"), self];
   const IMPLS: Impl[] = [
     {

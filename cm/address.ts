@@ -37,6 +37,28 @@ export interface SocketAddress {
   readonly pkey?: number;
 }
 
+/**
+ * A listener's or a connection side's address as `Deno.NetAddr` has it: the transport (`"tcp"`
+ * for rdma_cm's connected port spaces, `"udp"` for its datagram ones), the numeric address and
+ * the port.
+ */
+export interface RdmaAddr<T extends "tcp" | "udp" = "tcp" | "udp"> {
+  /** `"tcp"` (RC port spaces) or `"udp"` (UDP, IPoIB). */
+  readonly transport: T;
+  /** The numeric address (an IB GID in IPv6 notation on IB). */
+  readonly hostname: string;
+  /** The port. */
+  readonly port: number;
+}
+
+/** `a` (a CM id's side, null before it is bound) as an {@link RdmaAddr}. */
+export function toAddr<T extends "tcp" | "udp">(
+  a: SocketAddress | null,
+  transport: T,
+): RdmaAddr<T> {
+  return { transport, hostname: a?.address ?? "", port: a?.port ?? 0 };
+}
+
 /** Where a {@link SocketAddress} may come from: a plain object, or "address" with a port. */
 export type AddressInput = SocketAddress | { address: string; port?: number };
 

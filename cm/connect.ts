@@ -9,7 +9,7 @@
 import { checkConstruct, CONSTRUCT } from "../ffi/resource.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import type { PortSpace } from "../types/enums.ts";
-import { parseIPv4, parseIPv6, type SocketAddress } from "./address.ts";
+import { parseIPv4, parseIPv6, type RdmaAddr, type SocketAddress, toAddr } from "./address.ts";
 import { getAddrInfo } from "./addrinfo.ts";
 import { CmEventChannel } from "./channel.ts";
 import type { ConnParam } from "./conn_param.ts";
@@ -45,22 +45,15 @@ export interface CmListenOptions {
 export class CmListener implements Disposable {
   /** The listening id. */
   readonly id: CmId;
+  /** The bound address (the port filled in when 0 was asked for), shaped as `RdmaListener.addr`. */
+  readonly addr: RdmaAddr;
 
   /** Not for direct use: {@link cmListen} makes one. */
   constructor(id: CmId, token: symbol) {
     checkConstruct(token, "listeners are made by cmListen()");
     if (!id.listening) throw new InvalidArgumentError("CmListener: the id is not listening");
     this.id = id;
-  }
-
-  /** The bound local address. */
-  get address(): SocketAddress | null {
-    return this.id.localAddress;
-  }
-
-  /** The bound local port. */
-  get port(): number {
-    return this.id.localPort;
+    this.addr = toAddr(id.localAddress, id.isUd ? "udp" : "tcp");
   }
 
   /** The next incoming connection request. */

@@ -291,9 +291,9 @@ const backend: Backend = {
   runtime: "deno",
   arch: Deno.build.arch,
   env,
-  // Binding a symbol costs Deno about as much as the rest of a call's setup together (≈0.2 ms
-  // each on a fast host, far more emulated): the library is opened now (so a missing one fails
-  // here) and each symbol is bound on its first use, so a program pays for the calls it makes.
+  // Binding a symbol costs Deno about as much as the rest of a call's setup together: the
+  // library is opened now (so a missing one fails here) and each symbol is bound on its first
+  // use, so a program pays for the calls it makes.
   open<T extends SymbolTable>(path: string, table: T): BoundLibrary<T> {
     Deno.dlopen(path, {});
     const lib = {} as Record<string, unknown>;

@@ -27,7 +27,6 @@
  * @module
  */
 
-import { setImmediate } from "node:timers";
 import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 import { closeWatchesOf, Poller, watchesOf } from "./poller.ts";
 import {
@@ -36,6 +35,7 @@ import {
   timedOutError,
   WaitList,
   type WaitOptions,
+  yieldToLoop,
 } from "./wait.ts";
 import { describe } from "../types/check.ts";
 import { costs, COUNTING } from "../ffi/cost.ts";
@@ -272,11 +272,6 @@ export function cancelCompletionWaits(cq: CompletionSource, reason?: Error): voi
   s.stopListening?.();
   s.stopListening = null;
 }
-
-const yieldToLoop = (): Promise<void> => {
-  if (COUNTING) costs.yields++;
-  return new Promise((r) => setImmediate(r));
-};
 
 function checkStrategy(strategy: Strategy, cq: CompletionSource): void {
   if (strategy !== "busy" && strategy !== "event" && strategy !== "adaptive") {

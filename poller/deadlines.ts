@@ -8,10 +8,8 @@
  * armed one re-arms it. When it fires with nothing due it re-arms for the earliest pending
  * deadline, or stops. So a loop of one wait at a time with the same timeout — the common
  * `await cq.wait({ timeout })` loop — starts no timer and clears none: each wait costs a `ref()`
- * and an `unref()`. Measured on the host with `bench/wakeup-cost.ts` (WaitList add + resolve +
- * await with a timeout, Deno 2.9.6 / Bun 1.4.5): a start and a clear per wait cost 2.6 µs in Deno
- * (2.5 µs more than a wait without timeout; about 100 µs per wait in the soft-RoCE guest) and
- * 0.2 µs in Bun; `unref()` + `ref()` cost 70 ns and 26 ns.
+ * and an `unref()`, far cheaper than a timer started and cleared per wait in both runtimes
+ * (`bench/wakeup-cost.ts` measures both; figures in `bench/results/host-wakeup.md`).
  *
  * @module
  */

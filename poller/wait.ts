@@ -10,7 +10,14 @@
 import { AbortedError, InvalidArgumentError, type RdmaError } from "../types/errors.ts";
 import { addDeadline, type Deadline, removeDeadline } from "./deadlines.ts";
 import { describe } from "../types/check.ts";
+import { setImmediate } from "node:timers";
 import { costs, COUNTING } from "../ffi/cost.ts";
+
+/** One event-loop turn (a macrotask), counted as a yield when costs are counted. */
+export function yieldToLoop(): Promise<void> {
+  if (COUNTING) costs.yields++;
+  return new Promise((r) => setImmediate(r));
+}
 
 /** Options accepted by every wait. */
 export interface WaitOptions {

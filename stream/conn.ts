@@ -26,7 +26,6 @@
  * @module
  */
 
-import { setImmediate } from "node:timers";
 import { NativeResource } from "../ffi/resource.ts";
 import { costs, COUNTING } from "../ffi/cost.ts";
 import {
@@ -35,7 +34,7 @@ import {
   InvalidArgumentError,
   type RdmaError,
 } from "../types/errors.ts";
-import { CmEventType, WcStatus } from "../types/enums.ts";
+import { CmEventType } from "../types/enums.ts";
 import {
   BUSY_SLICE_MICROS,
   DEFAULT_STRATEGY,
@@ -45,7 +44,7 @@ import {
   type Strategy,
 } from "../poller/completions.ts";
 import { Poller, PollerHold } from "../poller/poller.ts";
-import { WaitList } from "../poller/wait.ts";
+import { WaitList, yieldToLoop } from "../poller/wait.ts";
 import type { CmEventChannel } from "../cm/channel.ts";
 import { type CmId, observeConnectionEnd } from "../cm/id.ts";
 import type { CmEvent } from "../cm/event.ts";
@@ -53,26 +52,30 @@ import type { CompletionQueue } from "../verbs/cq.ts";
 import { describe } from "../types/check.ts";
 import type { StreamEngine } from "./engine.ts";
 import { WR_HIGH_ONE_SIDED, WR_HIGH_RECV } from "./engine-contract.ts";
-import { ConnectionResetError, InvalidTokenError } from "./errors.ts";
-import { REMOTE_TOKEN_SIZE } from "../verbs/remote-memory.ts";
+import { ConnectionResetError, resetError } from "./errors.ts";
+import { ResolvedCount } from "./resolved-count.ts";
 import type { VerbsTransport } from "./transport.ts";
-import type { ConnCore } from "./core.ts";
+import type { ConnCore, ConnOwnership } from "./core.ts";
 import { Keepalive } from "./keepalive.ts";
 import { readableOf, writableOf } from "./web.ts";
 import {
   type ConnInfo,
   type IoOptions,
   LINGER_MS_DEFAULT,
-  type RdmaAddr,
   type ReadOptions,
   STREAM_SPIN_MAX_MICROS,
   type StreamOptions,
-  toAddr,
 } from "./options.ts";
+import { type RdmaAddr, toAddr } from "../cm/address.ts";
 import { type IomapOptions, type IoMapping, IoMaps } from "./iomap.ts";
-import { type ExposedMemory, type ExposeOptions, type RemoteBuffer, RemoteOps } from "./remote.ts";
+import {
+  type ExposedMemory,
+  type ExposeOptions,
+  readToken,
+  type RemoteBuffer,
+  RemoteOps,
+} from "./remote.ts";
 
-const yieldToLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
 const construct = Symbol("RdmaConn");
 const noop = () => {};
 
@@ -82,14 +85,6 @@ const WRITE = 1;
 const CONTROL = 2;
 const SENDS_DONE = 3;
 type Want = typeof READ | typeof WRITE | typeof CONTROL | typeof SENDS_DONE;
-
-/** How the connection ends its native side: what to close after the CM id. */
-export interface ConnOwnership {
-  /** The CM event channel to close when the connection is released (active side). */
-  readonly channel?: CmEventChannel;
-  /** Called once when the connection is released (a listener counts its connections). */
-  readonly release?: () => void;
-}
 
 /**
  * One stream connection speaking rsocket's protocol. Made by {@link connect} and by
@@ -116,9 +111,9 @@ export interface ConnOwnership {
  */
 export class RdmaConn extends NativeResource implements AsyncDisposable {
   /** This side's address. */
-  readonly localAddr: RdmaAddr;
+  readonly localAddr: RdmaAddr<"tcp">;
   /** The peer's address. */
-  readonly remoteAddr: RdmaAddr;
+  readonly remoteAddr: RdmaAddr<"tcp">;
   readonly #id: CmId;
   readonly #t: VerbsTransport;
   readonly #e: StreamEngine;
@@ -208,8 +203,8 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.#poller = options.poller ?? Poller.default();
     this.#hold = new PollerHold(this.#poller);
     this.#channelWait = new WaitList<void>(this.#hold);
-    this.localAddr = toAddr(id.localAddress);
-    this.remoteAddr = toAddr(id.peerAddress);
+    this.localAddr = toAddr(id.localAddress, "tcp");
+    this.remoteAddr = toAddr(id.peerAddress, "tcp");
     this.#stopObserving = observeConnectionEnd(id, this.#onCmEnd);
     this.#updateCredits(); // advertise the second half of the ring now
   }
@@ -334,12 +329,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
    * the stream ends first or the bytes are not a token of this connection.
    */
   async readRemote(options?: IoOptions): Promise<RemoteBuffer> {
-    const token = new Uint8Array(REMOTE_TOKEN_SIZE);
-    const n = await this.read(token, { ...options, min: REMOTE_TOKEN_SIZE });
-    if (n === null || n < REMOTE_TOKEN_SIZE) {
-      throw new InvalidTokenError(`the stream ended after ${n ?? 0} bytes of a token`);
-    }
-    return this.remote(token);
+    return this.remote(await readToken(this, options));
   }
 
   #remote(): RemoteOps {
@@ -829,7 +819,6 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     }
     try {
       e.afterCompletions();
-      this.#t.flushReceives();
     } catch (err) {
       this.#failWith(err as Error);
     }
@@ -876,14 +865,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     if (this.#cause instanceof ConnectionResetError) return this.#reset = this.#cause;
     const e = this.#e;
     const cause = this.#cause ?? (e.errorStatus ? this.#wcError : null);
-    const why = this.#cmGone
-      ? "the peer disconnected without rsocket's DISCONNECT (it exited or was killed)"
-      : e.errorStatus === WcStatus.WR_FLUSH_ERR
-      ? "the queue pair was flushed (the peer went away)"
-      : e.errorStatus
-      ? `a work request failed (status ${e.errorStatus})`
-      : "the connection failed";
-    this.#reset = new ConnectionResetError(`connection reset: ${why}`, { cause });
+    this.#reset = resetError(this.#cmGone, e.errorStatus, cause);
     return this.#reset;
   }
 
@@ -914,22 +896,4 @@ export function newConn(
   options: StreamOptions,
 ): RdmaConn {
   return new RdmaConn(id, transport, own, options, construct);
-}
-
-/**
- * An already-resolved `Promise<number>` for a count, kept for the next call with the same count:
- * a loop of same-sized reads or writes that complete without waiting allocates no promise (a
- * resolved promise is immutable, so handing the same one out again is safe).
- */
-class ResolvedCount {
-  #n = -1;
-  #p: Promise<number> | null = null;
-
-  of(n: number): Promise<number> {
-    if (n !== this.#n) {
-      this.#n = n;
-      this.#p = Promise.resolve(n);
-    }
-    return this.#p!;
-  }
 }

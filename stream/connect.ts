@@ -56,7 +56,6 @@ export async function connect(options: ConnectOptions): Promise<RdmaConn> {
     await id.resolveRoute(wait);
     t = new VerbsTransport(id, sizes);
     t.engine.postInitialReceives();
-    t.flushReceives();
     // rsocket asks for no RDMA READ resources (iWARP: initiator depth 1, which its connection
     // setup reads with); remote buffers need them. A C rsocket accepts with what was asked.
     const depth = readDepthOf(options);

@@ -6,12 +6,16 @@
  * @module
  */
 
+import { InvalidArgumentError } from "../types/errors.ts";
 import {
   RS_IOMAP_SIZE,
   RS_MSG_SIZE,
   RS_QP_CTRL_SIZE,
   RS_SGE_SIZE,
   RS_SGL_SIZE,
+  RS_SNDLOWAT,
+  scaleToValue,
+  valueToScale,
 } from "./protocol.ts";
 
 /** State bits of a stream (the same meaning as rsocket's). */
@@ -97,6 +101,59 @@ export function receiveMemorySize(config: EngineConfig): number {
 }
 
 /**
+ * Checks a configuration and the memory given for it; returns the iomap entries (0 when none).
+ * Throws {@link InvalidArgumentError} for a value the protocol or the memory cannot carry.
+ */
+export function checkEngineConfig(c: EngineConfig, memory: EngineMemory): number {
+  if (!Number.isInteger(c.sendBufferSize) || c.sendBufferSize < 2 * RS_SNDLOWAT) {
+    throw new InvalidArgumentError(`sendBufferSize must be an integer >= ${2 * RS_SNDLOWAT}`);
+  }
+  if (
+    !Number.isInteger(c.receiveBufferSize) || c.receiveBufferSize < 2 ||
+    c.receiveBufferSize % 2 !== 0 || c.receiveBufferSize > 0x3ffffffe
+  ) {
+    throw new InvalidArgumentError("receiveBufferSize must be an even integer >= 2");
+  }
+  if (!Number.isInteger(c.sendQueueDepth) || c.sendQueueDepth < RS_QP_CTRL_SIZE + 2) {
+    throw new InvalidArgumentError(`sendQueueDepth must be an integer >= ${RS_QP_CTRL_SIZE + 2}`);
+  }
+  if (!Number.isInteger(c.receiveQueueDepth) || c.receiveQueueDepth < 2) {
+    throw new InvalidArgumentError("receiveQueueDepth must be an integer >= 2");
+  }
+  if (c.messageSend && c.inlineSize < RS_MSG_SIZE) {
+    throw new InvalidArgumentError(`iWARP messages need at least ${RS_MSG_SIZE} inline bytes`);
+  }
+  const iomap = c.iomapSize ?? 0;
+  if (!Number.isInteger(iomap) || iomap < 0 || scaleToValue(valueToScale(iomap)) !== iomap) {
+    throw new InvalidArgumentError(
+      `iomapSize ${iomap} cannot be carried by rsocket's connection data (see iomapEntries)`,
+    );
+  }
+  if (memory.send.length < sendMemorySize(c)) {
+    throw new InvalidArgumentError("send memory too small");
+  }
+  if (memory.recv.length < receiveMemorySize(c)) {
+    throw new InvalidArgumentError("receive memory too small");
+  }
+  if (memory.target.length < targetMemorySize(c)) {
+    throw new InvalidArgumentError("target memory too small");
+  }
+  return iomap;
+}
+
+/**
+ * The two 32-bit words of an address below 2^53, as 32-bit integers: what the transport takes,
+ * so that no number above 2^31 crosses a call on the posting path (V8 boxes one there).
+ */
+export function highWord(addr: number): number {
+  return Math.floor(addr / 0x1_0000_0000) | 0;
+}
+/** See {@link highWord}. */
+export function lowWord(addr: number): number {
+  return addr | 0;
+}
+
+/**
  * What the engine asks of the transport. Offsets are into {@link EngineMemory.send} (sends) or
  * {@link EngineMemory.recv} (receives). Every send is signaled; its completion goes back through
  * {@link StreamEngine.completeSend} with the halves of the same `wrId`, in posting order.
@@ -146,10 +203,16 @@ export interface StreamTransport {
     rkey: number,
   ): void;
   /**
-   * Posts a receive. On iWARP `off` is the 4-byte message slot in the receive memory; otherwise
-   * it is -1 and the receive has no SGE (it only takes the immediate data).
+   * Posts a receive. On iWARP `off` is the 4-byte message slot in the receive memory, posted at
+   * once; otherwise it is -1 and the receive has no SGE (it only takes the immediate data): the
+   * transport may hold those back and post them in batches, until {@link postReceives}.
    */
   recv(wrId: number, off: number): void;
+  /**
+   * Posts every receive held back. The engine calls it before it grants credits (a credit
+   * must stand for a posted receive) and after the initial receives.
+   */
+  postReceives(): void;
 }
 
 /**

@@ -53,10 +53,11 @@ import type { ConnData } from "./protocol.ts";
 import { ProtocolError } from "./errors.ts";
 import { IomapTable } from "./iomap-table.ts";
 import {
+  checkEngineConfig,
   type EngineConfig,
   type EngineMemory,
-  receiveMemorySize,
-  sendMemorySize,
+  highWord,
+  lowWord,
   StreamState,
   type StreamTransport,
   TARGET_MEMORY_SIZE,
@@ -66,18 +67,6 @@ import {
   WR_RECV,
 } from "./engine-contract.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
-
-/**
- * The two 32-bit words of an address below 2^53, as 32-bit integers: what the transport takes,
- * so that no number above 2^31 crosses a call on the posting path (V8 boxes one there).
- */
-function highWord(addr: number): number {
-  return Math.floor(addr / 0x1_0000_0000) | 0;
-}
-/** See {@link highWord}. */
-function lowWord(addr: number): number {
-  return addr | 0;
-}
 
 /** Copies `n` bytes; small and whole-array copies make no view (larger partial ones make one). */
 function copy(src: Uint8Array, from: number, dst: Uint8Array, to: number, n: number): void {
@@ -178,39 +167,7 @@ export class StreamEngine {
   /** Creates the engine over registered memory and a transport. */
   constructor(config: EngineConfig, memory: EngineMemory, transport: StreamTransport) {
     const c = config;
-    if (!Number.isInteger(c.sendBufferSize) || c.sendBufferSize < 2 * RS_SNDLOWAT) {
-      throw new InvalidArgumentError(`sendBufferSize must be an integer >= ${2 * RS_SNDLOWAT}`);
-    }
-    if (
-      !Number.isInteger(c.receiveBufferSize) || c.receiveBufferSize < 2 ||
-      c.receiveBufferSize % 2 !== 0 || c.receiveBufferSize > 0x3ffffffe
-    ) {
-      throw new InvalidArgumentError("receiveBufferSize must be an even integer >= 2");
-    }
-    if (!Number.isInteger(c.sendQueueDepth) || c.sendQueueDepth < RS_QP_CTRL_SIZE + 2) {
-      throw new InvalidArgumentError(`sendQueueDepth must be an integer >= ${RS_QP_CTRL_SIZE + 2}`);
-    }
-    if (!Number.isInteger(c.receiveQueueDepth) || c.receiveQueueDepth < 2) {
-      throw new InvalidArgumentError("receiveQueueDepth must be an integer >= 2");
-    }
-    if (c.messageSend && c.inlineSize < RS_MSG_SIZE) {
-      throw new InvalidArgumentError(`iWARP messages need at least ${RS_MSG_SIZE} inline bytes`);
-    }
-    const iomap = c.iomapSize ?? 0;
-    if (!Number.isInteger(iomap) || iomap < 0 || scaleToValue(valueToScale(iomap)) !== iomap) {
-      throw new InvalidArgumentError(
-        `iomapSize ${iomap} cannot be carried by rsocket's connection data (see iomapEntries)`,
-      );
-    }
-    if (memory.send.length < sendMemorySize(c)) {
-      throw new InvalidArgumentError("send memory too small");
-    }
-    if (memory.recv.length < receiveMemorySize(c)) {
-      throw new InvalidArgumentError("receive memory too small");
-    }
-    if (memory.target.length < targetMemorySize(c)) {
-      throw new InvalidArgumentError("target memory too small");
-    }
+    const iomap = checkEngineConfig(c, memory);
     this.iomapSize = iomap;
     this.sendBufferSize = c.sendBufferSize;
     this.receiveBufferSize = c.receiveBufferSize;
@@ -265,6 +222,7 @@ export class StreamEngine {
   /** Posts the whole receive queue; call once, before connect or accept. */
   postInitialReceives(): void {
     for (let i = 0; i < this.receiveQueueDepth; i++) this.#postRecv();
+    this.#t.postReceives();
   }
 
   /** Starts the stream with the peer's connection data (after ESTABLISHED, or when accepting). */
@@ -676,6 +634,8 @@ export class StreamEngine {
    */
   updateCredits(): void {
     if (!this.#giveCredits()) return;
+    // the credits stand for posted receives: post those the transport held back
+    this.#t.postReceives();
     this.#ctrlSeqno++;
     const rq = this.receiveQueueDepth;
     this.#rseqComp = (this.#rseqNo + (rq >>> 1)) & 0xffff;

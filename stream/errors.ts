@@ -6,6 +6,7 @@
  */
 
 import { InvalidArgumentError, RdmaError } from "../types/errors.ts";
+import { WcStatus } from "../types/enums.ts";
 
 /** The peer broke rsocket's protocol (connection data that is short, another version, ...). */
 export class ProtocolError extends RdmaError {}
@@ -19,6 +20,21 @@ export class ConnectionResetError extends RdmaError {}
 
 /** Nobody accepted the connection: rejected, unreachable, or no listener at that address. */
 export class ConnectionRefusedError extends RdmaError {}
+
+/**
+ * The {@link ConnectionResetError} of a connection that ended by a failure: the connection
+ * manager saw the peer go (`cmGone`), or a work request failed with `status` (0: neither).
+ */
+export function resetError(cmGone: boolean, status: number, cause: unknown): ConnectionResetError {
+  const why = cmGone
+    ? "the peer disconnected without rsocket's DISCONNECT (it exited or was killed)"
+    : status === WcStatus.WR_FLUSH_ERR
+    ? "the queue pair was flushed (the peer went away)"
+    : status
+    ? `a work request failed (status ${status})`
+    : "the connection failed";
+  return new ConnectionResetError(`connection reset: ${why}`, { cause });
+}
 
 /**
  * `iomap()` found no free entry in the peer's iomap table (rsocket's `riomap` fails with ENOMEM):

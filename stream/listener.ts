@@ -14,7 +14,8 @@ import { CmEventChannel } from "../cm/channel.ts";
 import type { CmId } from "../cm/id.ts";
 import { numericHost } from "../cm/connect.ts";
 import { newConn, type RdmaConn } from "./conn.ts";
-import { type RdmaAddr, readDepthOf, type StreamOptions, streamSizes } from "./options.ts";
+import { readDepthOf, type StreamOptions, streamSizes } from "./options.ts";
+import { type RdmaAddr, toAddr } from "../cm/address.ts";
 import { ProtocolError } from "./errors.ts";
 import { decodeConnData, encodeConnData } from "./protocol.ts";
 import { VerbsTransport } from "./transport.ts";
@@ -38,7 +39,7 @@ export interface ListenOptions extends StreamOptions {
  */
 export class RdmaListener extends NativeResource implements AsyncIterable<RdmaConn> {
   /** The bound address (the port filled in when 0 was asked for). */
-  readonly addr: RdmaAddr;
+  readonly addr: RdmaAddr<"tcp">;
   readonly #channel: CmEventChannel;
   readonly #id: CmId;
   readonly #options: StreamOptions;
@@ -55,8 +56,7 @@ export class RdmaListener extends NativeResource implements AsyncIterable<RdmaCo
     this.#channel = channel;
     this.#id = id;
     this.#options = options;
-    const a = id.localAddress;
-    this.addr = { transport: "tcp", hostname: a?.address ?? "", port: id.localPort };
+    this.addr = toAddr(id.localAddress, "tcp");
   }
 
   /** A pending `accept()` keeps the process alive (the default). */
@@ -112,7 +112,6 @@ export class RdmaListener extends NativeResource implements AsyncIterable<RdmaCo
       const peer = decodeConnData(request.privateData);
       t = new VerbsTransport(req, streamSizes(opts));
       t.engine.postInitialReceives();
-      t.flushReceives();
       t.engine.establish(peer);
       t.peerTag = peer.tag ?? 0;
       const cp = request.conn;

@@ -33,7 +33,6 @@ export {
   type IoOptions,
   KEEPALIVE_DEFAULT_MS,
   KEEPALIVE_PROBES,
-  type RdmaAddr,
   READ_DEPTH_DEFAULT,
   type ReadOptions,
   REMOTE_QUEUE_DEPTH_DEFAULT,
@@ -60,3 +59,4 @@ export {
   UnmappedOffsetError,
 } from "./errors.ts";
 export { iomapEntries, RSOCKET_DEFAULTS } from "./protocol.ts";
+export type { RdmaAddr } from "../cm/address.ts";

@@ -71,20 +71,6 @@ export const READ_DEPTH_DEFAULT = 4;
 /** One-sided operations in flight when not told (see `StreamOptions.remoteQueueDepth`). */
 export const REMOTE_QUEUE_DEPTH_DEFAULT = 16;
 
-/**
- * An address of a stream endpoint: `Deno.NetAddr`'s shape. The transport is `"tcp"` because
- * rsocket connections live in rdma_cm's TCP port space (`RDMA_PS_TCP`): the same ports as TCP,
- * and code written for `Deno.Conn` accepts it.
- */
-export interface RdmaAddr {
-  /** Always `"tcp"` (rdma_cm's TCP port space). */
-  readonly transport: "tcp";
-  /** The numeric IP address. */
-  readonly hostname: string;
-  /** The port (rdma_cm's TCP port space). */
-  readonly port: number;
-}
-
 /** Options of {@link RdmaConn.write} and {@link RdmaConn.closeWrite}. */
 export type IoOptions = WaitOptions;
 
@@ -202,9 +188,4 @@ export interface ConnInfo {
   readonly readDepth: number;
   /** Send WRs for one-sided operations beyond the stream's own. */
   readonly remoteQueueDepth: number;
-}
-
-/** The address of a CM id's side as an {@link RdmaAddr}. */
-export function toAddr(a: SocketAddress | null): RdmaAddr {
-  return { transport: "tcp", hostname: a?.address ?? "", port: a?.port ?? 0 };
 }

@@ -32,7 +32,13 @@ import { NativeResource } from "../ffi/resource.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import type { MemoryRegion } from "../verbs/mr.ts";
 import type { PreparedSend } from "../verbs/prepared.ts";
-import { decodeToken, encodeToken, TokenAccess, type TokenFields } from "../verbs/remote-memory.ts";
+import {
+  decodeToken,
+  encodeToken,
+  REMOTE_TOKEN_SIZE,
+  TokenAccess,
+  type TokenFields,
+} from "../verbs/remote-memory.ts";
 import type { ConnCore } from "./core.ts";
 import { ONE_SIDED_WR_ID } from "./engine-contract.ts";
 import { InvalidTokenError, RemoteAccessError, RevokedError } from "./errors.ts";
@@ -660,4 +666,20 @@ function setSge(
   }
   state[k] = off;
   state[k + 1] = len;
+}
+
+/**
+ * Reads one token (`REMOTE_TOKEN_SIZE` bytes) from `conn`'s stream; rejects with
+ * `InvalidTokenError` when the stream ends first.
+ */
+export async function readToken(
+  conn: { read(p: Uint8Array, options: WaitOptions & { min: number }): Promise<number | null> },
+  options: WaitOptions | undefined,
+): Promise<Uint8Array> {
+  const token = new Uint8Array(REMOTE_TOKEN_SIZE);
+  const n = await conn.read(token, { ...options, min: REMOTE_TOKEN_SIZE });
+  if (n === null || n < REMOTE_TOKEN_SIZE) {
+    throw new InvalidTokenError(`the stream ended after ${n ?? 0} bytes of a token`);
+  }
+  return token;
 }

@@ -383,10 +383,16 @@ export class VerbsTransport implements StreamTransport {
     this.#probe.post();
   }
 
-  /** Queues one receive (posted by {@link VerbsTransport.flushReceives}; iWARP: at once). */
+  /**
+   * Posts one receive: iWARP's at once; the others (no SGE) in batches of {@link RECV_BATCH},
+   * the rest by {@link VerbsTransport.postReceives} (one post per batch, not per message).
+   */
   recv(wrId: number, off: number): void {
     if (off < 0) {
-      this.#recvsDue++;
+      if (++this.#recvsDue === RECV_BATCH) {
+        this.#recvBatch!.post();
+        this.#recvsDue = 0;
+      }
       return;
     }
     const r = this.#recvSlot!;
@@ -395,8 +401,8 @@ export class VerbsTransport implements StreamTransport {
     r.post();
   }
 
-  /** Posts the receives queued since the last flush, in batches. */
-  flushReceives(): void {
+  /** Posts the receives held back, in batches. */
+  postReceives(): void {
     while (this.#recvsDue >= RECV_BATCH) {
       this.#recvBatch!.post();
       this.#recvsDue -= RECV_BATCH;

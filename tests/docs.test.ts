@@ -215,6 +215,27 @@ test("docs: the stream sizes and linger time the guide states are RSOCKET_DEFAUL
   assert.equal(Number(stated("stream/README.md", /`lingerMs`, default (\d+)\)/)), linger);
 });
 
+test("docs: the keepalive and RDMA READ defaults the docs state are the code's", async () => {
+  const o = await import("../stream/options.ts");
+  const hours = Number(stated("stream/README.md", /after each idle period \(default (\d+) h,/));
+  assert.equal(hours * 3_600_000, o.KEEPALIVE_DEFAULT_MS, "stream/README.md: keepalive time");
+  for (const f of ["stream/README.md", "README.md"]) {
+    assert.equal(
+      Number(stated(f, /`KEEPALIVE_PROBES` \((\d+)\)/)),
+      o.KEEPALIVE_PROBES,
+      `${f}: KEEPALIVE_PROBES`,
+    );
+  }
+  assert.equal(
+    Number(stated("stream/README.md", /\| `readDepth` +\| (\d+)/)),
+    o.READ_DEPTH_DEFAULT,
+  );
+  assert.equal(
+    Number(stated("stream/README.md", /`readDepth` \(default (\d+), clamped/)),
+    o.READ_DEPTH_DEFAULT,
+  );
+});
+
 test("docs: the waiting strategy's defaults in the guide are the poller's constants", async () => {
   const p = await import("../poller/mod.ts");
   const f = "docs/05-waiting.md";

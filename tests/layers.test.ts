@@ -159,3 +159,13 @@ test(
   },
   { timeout: 300_000 },
 );
+
+test("layers: no library file over 900 lines, verbs/qp-ex.ts and cm/id.ts at most 600 (generated layouts aside)", () => {
+  const limit = (f: string) => f === "verbs/qp-ex.ts" || f === "cm/id.ts" ? 600 : 900;
+  const over = LAYERS.flatMap((l) => files(l))
+    .filter((f) => !f.startsWith("types/layouts/"))
+    .map((f) => [f, readFileSync(join(ROOT, f), "utf8").split("\n").length - 1] as const)
+    .filter(([f, n]) => n > limit(f))
+    .map(([f, n]) => `${f}: ${n} lines (at most ${limit(f)})`);
+  assert.deepEqual(over, []);
+});

@@ -166,6 +166,8 @@ class Side implements StreamTransport {
   readonly target: Region;
   readonly sq: Wr[] = [];
   readonly rq: { wrId: number; off: number }[] = [];
+  /** Receives held back by the transport (posted in batches, or by postReceives). */
+  readonly held: { wrId: number; off: number }[] = [];
   readonly cq: Wc[] = [];
   readonly log: { imm: number; len: number; inline: boolean; wrId?: number }[] = [];
   /** Other registered memory the peer may RDMA-write into (iomapped buffers). */
@@ -268,10 +270,16 @@ class Side implements StreamTransport {
   recv(wrId: number, off: number): void {
     assert.ok(wrId >= RECV_WR_ID);
     assert.ok(
-      this.rq.length < this.config.receiveQueueDepth,
+      this.rq.length + this.held.length < this.config.receiveQueueDepth,
       `${this.name}: receive queue overflow`,
     );
-    this.rq.push({ wrId, off });
+    // as VerbsTransport: receives without SGE are held back and posted in batches of 32
+    if (off >= 0) this.rq.push({ wrId, off });
+    else if (this.held.push({ wrId, off }) === 32) this.postReceives();
+  }
+
+  postReceives(): void {
+    this.rq.push(...this.held.splice(0));
   }
 
   #gather(off1: number, len1: number, off2: number, len2: number): Uint8Array {
@@ -661,7 +669,14 @@ test("stream engine: options below rsocket's floors are refused", () => {
     targetAddr: 0x2000,
     targetKey: 2,
   });
-  const t: StreamTransport = { write() {}, send() {}, recv() {}, probe() {}, writeDirect() {} };
+  const t: StreamTransport = {
+    write() {},
+    send() {},
+    recv() {},
+    postReceives() {},
+    probe() {},
+    writeDirect() {},
+  };
   assert.throws(
     () => new StreamEngine(config({ sendBufferSize: 1000 }), mem(), t),
     InvalidArgumentError,
@@ -722,7 +737,14 @@ test("stream protocol: connection data carries the iomap flag, its scaled size, 
     targetAddr: 0x2000,
     targetKey: 2,
   };
-  const t: StreamTransport = { write() {}, send() {}, recv() {}, probe() {}, writeDirect() {} };
+  const t: StreamTransport = {
+    write() {},
+    send() {},
+    recv() {},
+    postReceives() {},
+    probe() {},
+    writeDirect() {},
+  };
   assert.throws(() => new StreamEngine(config({ iomapSize: 129 }), mem, t), /iomapSize/);
   assert.throws(
     () => new StreamEngine(config({ iomapSize: 768 }), { ...mem, target: new Uint8Array(64) }, t),

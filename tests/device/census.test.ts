@@ -102,7 +102,7 @@ deviceTest(
         let ep: Endpoint | undefined;
         const { id } = await cmConnect({
           hostname: env.address,
-          port: listener.port,
+          port: listener.addr.port,
           responderResources: 1,
           initiatorDepth: 1,
           timeout: 20_000,

@@ -174,9 +174,10 @@ deviceTest(
   "cm: listener reports its address and port; closed ids raise ClosedError",
   (env) => {
     const l = cmListen({ address: env.address, port: 0, backlog: 8 });
-    const port = l.port;
+    const port = l.addr.port;
     assert.ok(port > 0);
-    assert.deepEqual(l.address, { family: "IPv4", address: env.address, port });
+    assert.deepEqual(l.addr, { transport: "tcp", hostname: env.address, port });
+    assert.deepEqual(l.id.localAddress, { family: "IPv4", address: env.address, port });
     assert.equal(l.id.transport, env.transport);
     l.close();
     l.close();
@@ -189,14 +190,14 @@ deviceTest(
   (env) => {
     // REUSEADDR lets a second listener bind the port of a closed one at once
     const a = cmListen({ address: env.address, port: 0, reuseAddress: true });
-    const port = a.port;
+    const port = a.addr.port;
     a.id.setTos(32);
     a.id.setAckTimeout(14);
     assert.throws(() => a.id.setTos(256), InvalidArgumentError);
     assert.throws(() => a.id.setAckTimeout(32), InvalidArgumentError);
     a.close();
     const b = cmListen({ address: env.address, port, reuseAddress: true });
-    assert.equal(b.port, port);
+    assert.equal(b.addr.port, port);
     b.close();
     const [ai] = getAddrInfo(env.address, port, {
       numericHost: true,
@@ -237,7 +238,7 @@ deviceTest(
     try {
       const conn = await cmConnect({
         address: env.address,
-        port: l.port,
+        port: l.addr.port,
         timeout: 20_000,
         beforeConnect: (id) => void (client = new Endpoint(id)),
       });

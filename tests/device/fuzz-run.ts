@@ -2,7 +2,7 @@
  * The seeded fuzz driver shared by the fuzz test and `bench/fuzz.ts`: random calls against the
  * public module with valid and invalid arguments mixed, every thrown error classified.
  */
-import type * as Rdma from "../../mod.ts";
+import type * as Rdma from "../lib.ts";
 import type { DeviceEnv } from "../harness.ts";
 
 type Lib = typeof Rdma;

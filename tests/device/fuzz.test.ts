@@ -12,7 +12,7 @@
 import assert from "node:assert/strict";
 import process from "node:process";
 import { deviceTest } from "../harness.ts";
-import * as rdma from "../../mod.ts";
+import * as rdma from "../lib.ts";
 import { fuzzRun } from "./fuzz-run.ts";
 
 const SEED = Number(process.env.RDMA_FUZZ_SEED ?? (Date.now() % 0x7fffffff));

@@ -23,7 +23,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type DeviceEnv, deviceTest } from "../harness.ts";
 import { account, run } from "./examples-common.ts";
-import * as net from "../../net/mod.ts";
+import { net } from "../lib.ts";
 
 const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 

@@ -23,7 +23,7 @@ import { createHash } from "node:crypto";
 import type { EventEmitter } from "node:events";
 import http from "node:http";
 import { deviceTest } from "../harness.ts";
-import * as net from "../../net/mod.ts";
+import { net } from "../lib.ts";
 
 const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 

@@ -40,8 +40,10 @@ import {
   waitListening,
 } from "./examples-common.ts";
 import {
+  ClosedError,
   connect,
   ConnectionResetError,
+  InvalidArgumentError,
   InvalidTokenError,
   listen,
   NoIomapSlotError,
@@ -50,8 +52,7 @@ import {
   RevokedError,
   type StreamOptions,
   UnmappedOffsetError,
-} from "../../stream/mod.ts";
-import { ClosedError, InvalidArgumentError } from "../../types/errors.ts";
+} from "../lib.ts";
 import { prng } from "./peers/stream-data.ts";
 import { spawnPeer } from "./peers/spawn.ts";
 import { ROOT, runnableSnippets } from "../../scripts/check-docs.ts";

@@ -17,7 +17,7 @@ import { report, text } from "./spawn.ts";
 const [address, countArg, mode] = process.argv.slice(2);
 const count = Number(countArg);
 const listener = cmListen({ address, port: 0, backlog: 32 });
-report({ ready: true, port: listener.port });
+report({ ready: true, port: listener.addr.port });
 
 async function serve(req: CmId, n: number): Promise<void> {
   const ep = new Endpoint(req);

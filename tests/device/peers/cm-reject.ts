@@ -14,7 +14,7 @@ import { report, text } from "./spawn.ts";
 const [address, countArg, opt, fillArg] = process.argv.slice(2);
 const count = Number(countArg);
 const listener = cmListen({ address, port: 0 });
-report({ ready: true, port: listener.port });
+report({ ready: true, port: listener.addr.port });
 for (let i = 0; i < count; i++) {
   const req = await listener.accept({ timeout: 30_000 });
   const pd = req.request!.privateData;

@@ -16,7 +16,7 @@ import { report, text } from "./spawn.ts";
 const [address, countArg] = process.argv.slice(2);
 const count = Number(countArg);
 const listener = cmListen({ address, port: 0, portSpace: "UDP" });
-report({ ready: true, port: listener.port });
+report({ ready: true, port: listener.addr.port });
 const req = await listener.accept({ timeout: 30_000 });
 const ep = new Endpoint(req, { replyAh: true });
 await req.accept({ privateData: new TextEncoder().encode("ud-welcome") });

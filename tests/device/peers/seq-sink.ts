@@ -17,7 +17,7 @@ import { report } from "./spawn.ts";
 const [address, countArg] = process.argv.slice(2);
 const connections = Number(countArg ?? 1);
 const listener = cmListen({ hostname: address, port: 0, backlog: 8 });
-report({ ready: true, port: listener.port });
+report({ ready: true, port: listener.addr.port });
 
 async function serve(req: CmId, c: number): Promise<void> {
   const ep = new Endpoint(req, { depth: 64, slot: 64 });

@@ -7,7 +7,7 @@
  */
 
 import process from "node:process";
-import { connect } from "../../../stream/mod.ts";
+import { connect } from "../../lib.ts";
 import { report } from "./spawn.ts";
 
 const [address, port, size] = process.argv.slice(2);
