@@ -9,7 +9,7 @@
 import { checkConstruct, CONSTRUCT } from "../ffi/resource.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import type { PortSpace } from "../types/enums.ts";
-import { parseIPv4, parseIPv6, type RdmaAddr, type SocketAddress, toAddr } from "./address.ts";
+import { parseIPv4, parseIPv6, type RdmaAddr, toAddr } from "./address.ts";
 import { getAddrInfo } from "./addrinfo.ts";
 import { CmEventChannel } from "./channel.ts";
 import type { ConnParam } from "./conn_param.ts";

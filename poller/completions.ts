@@ -38,7 +38,6 @@ import {
   yieldToLoop,
 } from "./wait.ts";
 import { describe } from "../types/check.ts";
-import { costs, COUNTING } from "../ffi/cost.ts";
 
 /** How to wait for completions. */
 export type Strategy = "busy" | "event" | "adaptive";

@@ -45,7 +45,6 @@ import {
 } from "../poller/completions.ts";
 import { Poller, PollerHold } from "../poller/poller.ts";
 import { WaitList, yieldToLoop } from "../poller/wait.ts";
-import type { CmEventChannel } from "../cm/channel.ts";
 import { type CmId, observeConnectionEnd } from "../cm/id.ts";
 import type { CmEvent } from "../cm/event.ts";
 import type { CompletionQueue } from "../verbs/cq.ts";

@@ -10,7 +10,6 @@ import { describe } from "../types/check.ts";
 import { checkSpinMicros, DEFAULT_STRATEGY, type Strategy } from "../poller/completions.ts";
 import { Poller } from "../poller/poller.ts";
 import type { WaitOptions } from "../poller/wait.ts";
-import type { SocketAddress } from "../cm/address.ts";
 import { iomapEntries, RSOCKET_DEFAULTS } from "./protocol.ts";
 import type { StreamSizes } from "./transport.ts";
 
