@@ -620,7 +620,7 @@ async function drive(): Promise<void> {
     join(outDir, `${name}.json`),
     JSON.stringify({ cycles, every, runs, failures }, null, 1),
   );
-  writeFileSync(join(outDir, `${name}.md`), report(runs, cycles, every, name, failures));
+  writeFileSync(join(outDir, `${name}.md`), report(runs, cycles, every, name, failures, v8));
   writeFileSync(join(outDir, `${name}.svg`), chart(runs, shown, allKinds));
   console.error(`soak: wrote ${join(outDir, name)}.md, .svg and .json`);
 }
@@ -714,10 +714,12 @@ function report(
   every: number,
   name: string,
   failures: Failure[],
+  v8Flags = "",
 ): string {
   const lines = [
     `# Soak: ${cycles} connection cycles per implementation`,
     "",
+    ...(v8Flags ? [`Every Deno process ran with \`--v8-flags=--expose-gc,${v8Flags}\`.`, ""] : []),
     `Client RSS sampled after cycle 1 and every ${every} cycles without a forced collection, with`,
     "its parts: anonymous memory, glibc malloc's (arenas and mmapped chunks), the JS heap",
     "(committed); and the census (`nativeCensus()`: live objects, native blocks and bytes). Growth",
