@@ -362,6 +362,16 @@ function config(o: Partial<EngineConfig> = {}): EngineConfig {
   return { ...RSOCKET_DEFAULTS, messageSend: false, ...o };
 }
 
+/** A transport that posts nothing (for the engine's constructor checks). */
+const INERT: StreamTransport = {
+  write() {},
+  send() {},
+  recv() {},
+  postReceives() {},
+  probe() {},
+  writeDirect() {},
+};
+
 function pair(ca: EngineConfig, cb: EngineConfig = ca): [Side, Side] {
   const a = new Side("A", ca);
   const b = new Side("B", cb);
@@ -669,14 +679,7 @@ test("stream engine: options below rsocket's floors are refused", () => {
     targetAddr: 0x2000,
     targetKey: 2,
   });
-  const t: StreamTransport = {
-    write() {},
-    send() {},
-    recv() {},
-    postReceives() {},
-    probe() {},
-    writeDirect() {},
-  };
+  const t = INERT;
   assert.throws(
     () => new StreamEngine(config({ sendBufferSize: 1000 }), mem(), t),
     InvalidArgumentError,
@@ -737,14 +740,7 @@ test("stream protocol: connection data carries the iomap flag, its scaled size, 
     targetAddr: 0x2000,
     targetKey: 2,
   };
-  const t: StreamTransport = {
-    write() {},
-    send() {},
-    recv() {},
-    postReceives() {},
-    probe() {},
-    writeDirect() {},
-  };
+  const t = INERT;
   assert.throws(() => new StreamEngine(config({ iomapSize: 129 }), mem, t), /iomapSize/);
   assert.throws(
     () => new StreamEngine(config({ iomapSize: 768 }), { ...mem, target: new Uint8Array(64) }, t),
