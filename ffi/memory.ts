@@ -16,7 +16,7 @@ export class NativeBlock {
   /** The native address. */
   readonly ptr: NativePointer;
   /** The native address as a number (user-space addresses are below 2^53). */
-  readonly address: number;
+  readonly addrNumber: number;
   /** Size in bytes. */
   readonly size: number;
   /** A view over the whole block (little-endian fields: pass `true`). */
@@ -32,7 +32,7 @@ export class NativeBlock {
     const n = native();
     this.size = Math.max(1, size);
     this.ptr = n.alloc(this.size, align);
-    this.address = Number(n.address(this.ptr));
+    this.addrNumber = Number(n.address(this.ptr));
     this.#buffer = n.arrayBuffer(this.ptr, this.size);
     this.view = new DataView(this.#buffer);
     this.bytes = new Uint8Array(this.#buffer);
@@ -82,7 +82,7 @@ export class NativeBlock {
 
   /** Stores the address `inner` bytes into this block (`null`: NULL) at `offset`; allocates nothing. */
   setInnerPointer(offset: number, inner: number | null): void {
-    setU64(this.view, offset, inner === null ? 0 : this.address + inner);
+    setU64(this.view, offset, inner === null ? 0 : this.addrNumber + inner);
   }
 
   /**

@@ -86,7 +86,7 @@ export class WrList {
     if (slots > 0) {
       const data = start + L.ibv_sge.size;
       this.block.bytes.set(bytes, data);
-      setU64(view, start + S.addr.offset, this.block.address + data);
+      setU64(view, start + S.addr.offset, this.block.addrNumber + data);
       view.setUint32(start + S.length.offset, bytes.length, true);
       view.setUint32(start + S.lkey.offset, 0, true);
     }
