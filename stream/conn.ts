@@ -49,14 +49,14 @@ import { type CmId, observeConnectionEnd } from "../cm/id.ts";
 import type { CmEvent } from "../cm/event.ts";
 import type { CompletionQueue } from "../verbs/cq.ts";
 import { describe } from "../types/check.ts";
-import type { StreamEngine } from "./engine.ts";
-import { WR_HIGH_ONE_SIDED, WR_HIGH_RECV } from "./engine-contract.ts";
+import type { StreamEngine } from "./_engine.ts";
+import { WR_HIGH_ONE_SIDED, WR_HIGH_RECV } from "./_engine-contract.ts";
 import { ConnectionResetError, resetError } from "./errors.ts";
-import { ResolvedCount } from "./resolved-count.ts";
-import type { VerbsTransport } from "./transport.ts";
-import type { ConnCore, ConnOwnership } from "./core.ts";
-import { Keepalive } from "./keepalive.ts";
-import { readableOf, writableOf } from "./web.ts";
+import { ResolvedCount } from "./_resolved-count.ts";
+import type { VerbsTransport } from "./_transport.ts";
+import type { ConnCore, ConnOwnership } from "./_core.ts";
+import { Keepalive } from "./_keepalive.ts";
+import { readableOf, writableOf } from "./_web.ts";
 import {
   type ConnInfo,
   type IoOptions,

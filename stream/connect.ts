@@ -14,7 +14,7 @@ import { newConn, type RdmaConn } from "./conn.ts";
 import { ConnectionRefusedError } from "./errors.ts";
 import { type ConnectOptions, readDepthOf, streamSizes } from "./options.ts";
 import { decodeConnData, encodeConnData } from "./protocol.ts";
-import { VerbsTransport } from "./transport.ts";
+import { VerbsTransport } from "./_transport.ts";
 
 /** Maps "nobody accepted" failures of the connection manager to {@link ConnectionRefusedError}. */
 export function refusedOr(e: unknown, where: string): unknown {

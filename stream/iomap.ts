@@ -14,7 +14,7 @@ import { describe } from "../types/check.ts";
 import { NativeResource } from "../ffi/resource.ts";
 import type { MemoryRegion } from "../verbs/mr.ts";
 import type { WaitOptions } from "../poller/wait.ts";
-import type { ConnCore } from "./core.ts";
+import type { ConnCore } from "./_core.ts";
 import type { RemoteOps } from "./remote.ts";
 import { NoIomapSlotError, UnmappedOffsetError } from "./errors.ts";
 import { RS_CAP_NOTICES, RS_MAX_TRANSFER, RS_OLAP_START_SIZE } from "./protocol.ts";

@@ -18,7 +18,7 @@ import { readDepthOf, type StreamOptions, streamSizes } from "./options.ts";
 import { type RdmaAddr, toAddr } from "../cm/address.ts";
 import { ProtocolError } from "./errors.ts";
 import { decodeConnData, encodeConnData } from "./protocol.ts";
-import { VerbsTransport } from "./transport.ts";
+import { VerbsTransport } from "./_transport.ts";
 
 /** Options of {@link listen}. */
 export interface ListenOptions extends StreamOptions {

@@ -11,7 +11,7 @@ import { checkSpinMicros, DEFAULT_STRATEGY, type Strategy } from "../poller/comp
 import { Poller } from "../poller/poller.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import { iomapEntries, RSOCKET_DEFAULTS } from "./protocol.ts";
-import type { StreamSizes } from "./transport.ts";
+import type { StreamSizes } from "./_transport.ts";
 
 /** The options every stream takes: sizes (rsocket's defaults) and how completions are awaited. */
 export interface StreamOptions {

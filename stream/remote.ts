@@ -39,8 +39,8 @@ import {
   TokenAccess,
   type TokenFields,
 } from "../verbs/remote-memory.ts";
-import type { ConnCore } from "./core.ts";
-import { ONE_SIDED_WR_ID } from "./engine-contract.ts";
+import type { ConnCore } from "./_core.ts";
+import { ONE_SIDED_WR_ID } from "./_engine-contract.ts";
 import { InvalidTokenError, RemoteAccessError, RevokedError } from "./errors.ts";
 import { RS_NOTICE_BIT } from "./protocol.ts";
 

@@ -31,7 +31,7 @@ import {
   scaleToValue,
   valueToScale,
 } from "../stream/protocol.ts";
-import { StreamEngine } from "../stream/engine.ts";
+import { StreamEngine } from "../stream/_engine.ts";
 import {
   type EngineConfig,
   ONE_SIDED_WR_ID,
@@ -46,7 +46,7 @@ import {
   WR_HIGH_RECV,
   WR_MSG_SEND,
   WR_RECV,
-} from "../stream/engine-contract.ts";
+} from "../stream/_engine-contract.ts";
 import { ProtocolError } from "../stream/errors.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { prng } from "./device/peers/stream-data.ts";

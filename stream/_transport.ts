@@ -22,8 +22,8 @@ import type { ProtectionDomain } from "../verbs/pd.ts";
 import type { PreparedRecv, PreparedSend } from "../verbs/prepared.ts";
 import type { QueuePair } from "../verbs/qp.ts";
 import type { SendWr } from "../verbs/wr.ts";
-import { deviceLimits } from "./device-limits.ts";
-import { StreamEngine } from "./engine.ts";
+import { deviceLimits } from "./_device-limits.ts";
+import { StreamEngine } from "./_engine.ts";
 import {
   type EngineConfig,
   receiveMemorySize,
@@ -31,7 +31,7 @@ import {
   sendMemorySize,
   type StreamTransport,
   targetMemorySize,
-} from "./engine-contract.ts";
+} from "./_engine-contract.ts";
 import { clampQueueDepth, RS_MSG_SIZE } from "./protocol.ts";
 
 /** Sizes of a stream (rsocket's defaults fill what is not given). */

@@ -1,5 +1,5 @@
 /**
- * What the parts of a connection outside `conn.ts` (`iomap.ts`, `remote.ts`, `keepalive.ts`) use of it: its verbs
+ * What the parts of a connection outside `conn.ts` (`iomap.ts`, `remote.ts`, `_keepalive.ts`) use of it: its verbs
  * objects and engine, its progress and waiting, its write lock and its errors. Types only, so
  * those modules do not import `conn.ts` at run time.
  *
@@ -9,8 +9,8 @@
 import type { RdmaError } from "../types/errors.ts";
 import type { NativeResource } from "../ffi/resource.ts";
 import type { WaitOptions } from "../poller/wait.ts";
-import type { StreamEngine } from "./engine.ts";
-import type { VerbsTransport } from "./transport.ts";
+import type { StreamEngine } from "./_engine.ts";
+import type { VerbsTransport } from "./_transport.ts";
 import type { CmEventChannel } from "../cm/channel.ts";
 
 /** A connection's internals for its iomap and remote-buffer parts (module-private). */

@@ -51,7 +51,7 @@ import {
 } from "./protocol.ts";
 import type { ConnData } from "./protocol.ts";
 import { ProtocolError } from "./errors.ts";
-import { IomapTable } from "./iomap-table.ts";
+import { IomapTable } from "./_iomap-table.ts";
 import {
   checkEngineConfig,
   type EngineConfig,
@@ -65,7 +65,7 @@ import {
   WR_HIGH_MSG_SEND,
   WR_MSG_SEND,
   WR_RECV,
-} from "./engine-contract.ts";
+} from "./_engine-contract.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 
 /** Copies `n` bytes; small and whole-array copies make no view (larger partial ones make one). */

@@ -11,7 +11,7 @@
 
 import { clearTimeout, setTimeout } from "node:timers";
 import { costs, COUNTING } from "../ffi/cost.ts";
-import type { ConnCore } from "./core.ts";
+import type { ConnCore } from "./_core.ts";
 import { ConnectionResetError } from "./errors.ts";
 import { KEEPALIVE_DEFAULT_MS, KEEPALIVE_PROBES } from "./options.ts";
 

@@ -1,5 +1,5 @@
 /**
- * What the stream engine (`engine.ts`) is given and gives: its configuration and memory, the
+ * What the stream engine (`_engine.ts`) is given and gives: its configuration and memory, the
  * transport it posts through and that feeds back the completions, its state bits, and the wr_id
  * ranges of its work requests. Pure: no FFI, no I/O.
  *
