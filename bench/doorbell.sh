@@ -22,7 +22,8 @@ port=$((7600 + RANDOM % 300))
 
 listening() { rdma res show cm_id 2>/dev/null | grep -q " state LISTEN .*:$1 "; }
 # medians of both processes' last "doorbell" lines: "p50a / p50b"
-medians() { awk '$1 == "doorbell" { last[$2] = $5 } END { s = ""; for (p in last) s = s (s ? " / " : "") last[p]; print s }' "$1"; }
+# and their involuntary context switches (the process was preempted): "csA / csB"
+medians() { awk '$1 == "doorbell" { last[$2] = $5; cs[$2] = $9 } END { s = ""; c = ""; for (p in last) { s = s (s ? " / " : "") last[p]; c = c (c ? " / " : "") cs[p] }; print s " | " c }' "$1"; }
 
 # pair LABEL SERVER-ARGV... -- CLIENT-ARGV...
 pair() {
@@ -48,8 +49,8 @@ pt() { # TOOL IMPL
   esac
 }
 
-echo "| $iters round trips, 64 B | doorbell median µs (each side) |"
-echo "|---|---|"
+echo "| $iters round trips, 64 B | doorbell median µs (each side) | involuntary context switches |"
+echo "|---|---|---|"
 for impl in C Deno Bun; do
   # shellcheck disable=SC2046
   pair "send_lat, $impl" $(pt send_lat $impl) -d "$dev" -x "$gid" -F -n "$iters" -p "$port" -R \

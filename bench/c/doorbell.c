@@ -3,13 +3,15 @@
  * process: times every write() on a /dev/infiniband/uverbs* fd (soft-RoCE's post_send rings
  * the kernel that way, and the kernel then runs the whole send inline) and prints the median
  * and the quartiles on stderr every 500 such calls and at exit, as
- * `doorbell <pid> <count> <p25> <median> <p75> <max>` (microseconds).
+ * `doorbell <pid> <count> <p25> <median> <p75> <max> <voluntary> <involuntary>`: the
+ * microseconds, then the process's context switches so far (getrusage).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,8 +42,10 @@ static void report(void) {
   if (!s) return;
   memcpy(s, samples, n * sizeof *s);
   qsort(s, n, sizeof *s, by_value);
-  fprintf(stderr, "doorbell %d %ld %.1f %.1f %.1f %.0f\n", getpid(), count, s[n / 4], s[n / 2],
-          s[(3 * n) / 4], s[n - 1]);
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  fprintf(stderr, "doorbell %d %ld %.1f %.1f %.1f %.0f %ld %ld\n", getpid(), count, s[n / 4],
+          s[n / 2], s[(3 * n) / 4], s[n - 1], ru.ru_nvcsw, ru.ru_nivcsw);
   free(s);
 }
 
