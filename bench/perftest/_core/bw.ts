@@ -142,13 +142,13 @@ export class BwSender {
             if (remoteWalk) wr.setRemoteAddr(0, remote[q] + off);
           }
           if (!noPeak) tp[totS] = performance.now();
-          if (ph && ph.tick(performance.now()) === END) break;
+          if (ph && ph.poll() === END) break;
           wr.post();
           scnt[q]++;
           totS++;
         }
       }
-      if (ph && ph.tick(performance.now()) === END) break;
+      if (ph && ph.poll() === END) break;
       if (dur || totC < total) {
         const n = events ? await cq.wait(ev) : cq.poll();
         if (n > 0) {
@@ -297,7 +297,7 @@ export class BwReceiver {
     while (dur ? ph!.state !== END : tot < total) {
       const n = events ? await recvCq.wait(ev) : recvCq.poll();
       if (n === 0) {
-        if (ph) ph.tick(performance.now());
+        if (ph) ph.poll();
         else if ((++spins & 0xfff) === 0 && performance.now() - last > STALL_MS) {
           console.error(
             ` Did not get Message for ${

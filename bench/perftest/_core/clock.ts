@@ -1,14 +1,19 @@
 /**
- * Time in the measured loops (`performance.now()`, milliseconds as a double: nothing is
- * allocated) and perftest's duration mode (-D): a warm-up margin, the sampled window, a
- * closing margin, then the end. The phases are checked by the loops themselves (a busy loop
- * never gives timers a chance to run).
+ * Time in the measured loops (`performance.now()`, milliseconds as a double) and perftest's
+ * duration mode (-D): a warm-up margin, the sampled window, a closing margin, then the end. The
+ * phases are checked by the loops themselves (a busy loop never gives timers a chance to run),
+ * through {@link Phases.poll}, which reads the clock once in {@link CLOCK_EVERY} calls: C's
+ * perftest flips its phases from an alarm signal and reads no clock in the loop, while
+ * `performance.now()` costs microseconds in the emulated guest (and allocates in Deno).
  *
  * @module
  */
 
 /** Phases of a duration run, as perftest names them. */
 export const START = 0, SAMPLE = 1, STOP_SAMPLE = 2, END = 3;
+
+/** {@link Phases.poll} reads the clock once in this many calls. */
+export const CLOCK_EVERY = 64;
 
 /** The phase clock of one duration run. */
 export class Phases {
@@ -21,6 +26,7 @@ export class Phases {
   #toStop = 0;
   #toEnd = 0;
   #started = false;
+  #calls = 0;
   readonly #durationMs: number;
   readonly #marginMs: number;
 
@@ -42,6 +48,16 @@ export class Phases {
   /** True once {@link Phases.start} was called. */
   get started(): boolean {
     return this.#started;
+  }
+
+  /**
+   * The phase, advanced to the clock once in {@link CLOCK_EVERY} calls (a phase change is seen
+   * up to that many calls late; the sampled window's ends are the times it was seen).
+   */
+  poll(): number {
+    if (++this.#calls < CLOCK_EVERY) return this.state;
+    this.#calls = 0;
+    return this.tick(performance.now());
   }
 
   /** Advances the phase to `now` (nothing before {@link Phases.start}); returns it. */

@@ -111,9 +111,8 @@ class SendLat implements LatTest {
         if (n === 0) break; // the duration ended while waiting
         check(recvCq, n, "receive");
         if (ph) {
-          const now = performance.now();
-          if (!ph.started) ph.start(now);
-          if (ph.tick(now) === SAMPLE) counted++;
+          if (!ph.started) ph.start(performance.now());
+          if (ph.poll() === SAMPLE) counted++;
         }
         rcnt++;
         if (dur || rcnt + rxDepth <= iters) recv.post();
@@ -188,7 +187,7 @@ class WriteLat implements LatTest {
             check(cq, n, "write");
             ccnt += n;
           }
-          if (ph && ph.tick(performance.now()) === END) break;
+          if (ph && ph.poll() === END) break;
         }
       }
       if (ph && ph.state === END) break;
@@ -202,8 +201,8 @@ class WriteLat implements LatTest {
         if (n > 0) {
           check(cq, n, "write");
           ccnt += n;
-          if (ph && ph.tick(performance.now()) === SAMPLE) counted += n;
-        } else if (ph && ph.tick(performance.now()) === END) break;
+          if (ph && ph.poll() === SAMPLE) counted += n;
+        } else if (ph && ph.poll() === END) break;
       }
     }
     return Promise.resolve(result(s, t, ph, counted));
@@ -258,11 +257,11 @@ class ReadAtomicLat implements LatTest {
       if (!dur) t[scnt] = performance.now();
       scnt++;
       wr.post();
-      if (ph && ph.tick(performance.now()) === END) break;
+      if (ph && ph.poll() === END) break;
       const n = events ? await cq.wait(ev) : spin(cq, ph);
       if (n === 0) break;
       check(cq, n, s.tool.verb);
-      if (ph && ph.tick(performance.now()) === SAMPLE) counted++;
+      if (ph && ph.poll() === SAMPLE) counted++;
     }
     return result(s, t, ph, counted);
   }

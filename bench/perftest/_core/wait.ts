@@ -23,7 +23,7 @@ export function spin(cq: CompletionQueue, ph: Phases | null): number {
     return n;
   }
   while (n === 0) {
-    if (ph.tick(performance.now()) === END) return 0;
+    if (ph.poll() === END) return 0;
     n = cq.poll();
   }
   return n;
