@@ -85,3 +85,31 @@ test("cli: bad values are usage errors that name the problem, no stack trace", a
     assert.doesNotMatch(r.stderr, /^\s+at /m, what);
   });
 });
+
+test("perftest -D phases: START → SAMPLE → STOP_SAMPLE → END, the clock read once in CLOCK_EVERY polls", async () => {
+  const { CLOCK_EVERY, END, Phases, SAMPLE, START, STOP_SAMPLE } = await import(
+    "../bench/perftest/_core/clock.ts"
+  );
+  const ph = new Phases(0.2, 0.05); // 200 ms: 50 ms margin, 100 ms sampled, 50 ms margin
+  const t0 = performance.now();
+  ph.start(t0);
+  assert.equal(ph.state, START);
+  const seen = [START];
+  let polls = 0;
+  let sampled = 0;
+  while (ph.state !== END && performance.now() - t0 < 5000) {
+    const state = ph.poll();
+    polls++;
+    if (state === SAMPLE) sampled++;
+    if (state !== seen[seen.length - 1]) {
+      seen.push(state);
+      // only a poll that reads the clock can see a phase change
+      assert.equal(polls % CLOCK_EVERY, 0, `a phase changed at poll ${polls}`);
+    }
+  }
+  assert.deepEqual(seen, [START, SAMPLE, STOP_SAMPLE, END]);
+  const window = ph.sampleEnd - ph.sampleStart;
+  // about the duration less both margins; each end is seen when a clock read notices it
+  assert.ok(window >= 75 && window < 150, `sampled window ${window} ms`);
+  assert.ok(sampled > 0);
+});
