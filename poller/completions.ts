@@ -129,48 +129,21 @@ export const PROBE_EVERY = 4;
 
 /**
  * A spin counts polls, not clock reads: reading the clock costs about as much as a poll on some
- * runtimes (and allocates in Deno). The first {@link CALIBRATE_EVERY} spins of the process, and
- * one in {@link CALIBRATE_EVERY} after them, read the clock when they start and end and teach the
- * cost of one pass (a moving average shared by every spin of the process); the others read no
- * clock and take their duration as their passes times that cost. The cost turns a budget in
- * microseconds into a number of passes.
+ * runtimes (and allocates in Deno). The clock is read when a spin starts and when it ends; the
+ * cost of one pass learnt from those (a moving average, shared by every spin of the process)
+ * turns a budget in microseconds into a number of passes.
  */
 let passMicros = 1;
-let warmSpins = 0;
-let sinceCalibration = 0;
-
-/** One spin in this many (and each of the first this many) times itself with the clock. */
-export const CALIBRATE_EVERY = 16;
 
 /** How many polling passes fit in `micros` µs (at least one). */
 export function spinPasses(micros: number): number {
   return Math.max(1, Math.ceil(micros / passMicros));
 }
 
-/**
- * Starts a spin: the clock (`performance.now()`) when this spin calibrates the cost of a pass,
- * otherwise -1 (no clock read).
- */
-export function spinStart(): number {
-  if (warmSpins < CALIBRATE_EVERY) {
-    warmSpins++;
-    return performance.now();
-  }
-  if (++sinceCalibration < CALIBRATE_EVERY) return -1;
-  sinceCalibration = 0;
-  return performance.now();
-}
-
-/**
- * Ends a spin that {@link spinStart} returned `start` for and that made `passes` passes: how long
- * it took in milliseconds, measured (and learnt from) when it calibrates, else estimated.
- */
-export function spinEnd(start: number, passes: number): number {
-  if (start < 0) return (passes * passMicros) / 1000;
-  const ms = performance.now() - start;
+/** Learns the cost of one polling pass from a spin of `passes` passes that took `ms`. */
+export function notePasses(ms: number, passes: number): void {
   const per = (ms * 1000) / passes;
   if (per > 0) passMicros += (per - passMicros) / 4;
-  return ms;
 }
 
 /** Throws unless `spinMicros` is a valid spin budget. */
@@ -339,20 +312,21 @@ export function awaitCompletions(
     const fixed = options.spinMicros;
     checkSpinMicros(fixed);
     if (strategy === "adaptive") {
-      const n = spinPoll(cq, options.max, fixed ?? s.budget.micros);
+      const start = performance.now();
+      const n = spinPoll(cq, options.max, start, fixed ?? s.budget.micros);
       if (n > 0) {
         if (fixed === undefined) s.budget.hit(lastSpinMs * 1000);
         return Promise.resolve(n);
       }
       if (fixed === undefined) {
         s.budget.miss();
-        return eventWait(cq, s, options, performance.now() - lastSpinMs);
+        return eventWait(cq, s, options, start);
       }
       return eventWait(cq, s, options);
     }
     if (strategy === "busy") {
       const slice = fixed ?? BUSY_SLICE_MICROS;
-      const n = spinPoll(cq, options.max, slice);
+      const n = spinPoll(cq, options.max, performance.now(), slice);
       return n > 0 ? Promise.resolve(n) : busyWait(cq, s, options, slice);
     }
   } catch (e) {
@@ -364,14 +338,14 @@ export function awaitCompletions(
 /** How long the last {@link spinPoll} ran, in milliseconds. */
 let lastSpinMs = 0;
 
-/** Polls until completions arrive or for about `micros` µs; how many. */
-function spinPoll(cq: CompletionSource, max: number | undefined, micros: number) {
+/** Polls until completions arrive or about `micros` µs have passed since `start`; how many. */
+function spinPoll(cq: CompletionSource, max: number | undefined, start: number, micros: number) {
   const passes = spinPasses(micros);
-  const start = spinStart();
   let n = 0;
   let i = 0;
   while (i < passes && (n = cq.poll(max)) === 0) i++;
-  lastSpinMs = spinEnd(start, n > 0 ? i + 1 : passes);
+  lastSpinMs = performance.now() - start;
+  notePasses(lastSpinMs, n > 0 ? i + 1 : passes);
   return n;
 }
 
@@ -388,7 +362,7 @@ async function busyWait(
     await yieldToLoop();
     if (s.closed) throw s.closed;
     if (signal?.aborted) throw abortedError(signal);
-    const n = spinPoll(cq, max, slice);
+    const n = spinPoll(cq, max, performance.now(), slice);
     if (n > 0) return n;
     if (performance.now() >= deadline) {
       throw timedOutError("completion wait", timeout!);

@@ -38,10 +38,9 @@ import { CmEventType } from "../types/enums.ts";
 import {
   BUSY_SLICE_MICROS,
   DEFAULT_STRATEGY,
+  notePasses,
   SpinBudget,
-  spinEnd,
   spinPasses,
-  spinStart,
   type Strategy,
 } from "../poller/completions.ts";
 import { Poller, PollerHold } from "../poller/poller.ts";
@@ -680,18 +679,19 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const s = this.#strategy;
     if (s === "event") return false;
     const passes = spinPasses(s === "adaptive" ? this.#budget.micros : this.#slice);
-    const start = spinStart();
+    const start = performance.now();
     for (let i = 0; i < passes; i++) {
       if (this.#progress() > 0 && this.#ready(want)) {
-        const ms = spinEnd(start, i + 1);
+        const ms = performance.now() - start;
+        notePasses(ms, i + 1);
         if (s === "adaptive") this.#budget.hit(ms * 1000);
         return true;
       }
     }
-    const ms = spinEnd(start, passes);
+    notePasses(performance.now() - start, passes);
     if (s === "adaptive") {
       this.#budget.miss();
-      this.#missedAt = performance.now() - ms;
+      this.#missedAt = start;
     }
     return false;
   }
@@ -753,11 +753,11 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
           if (COUNTING) costs.yields++;
           await yieldToLoop();
           const passes = spinPasses(this.#slice);
-          const start = spinStart();
+          const start = performance.now();
           let i = 1;
           n = this.#progress();
           for (; n === 0 && i < passes; i++) n = this.#progress();
-          spinEnd(start, i);
+          notePasses(performance.now() - start, i);
         } else {
           n = this.#armAndDrain();
           if (n === 0) {

@@ -16,15 +16,7 @@ import {
   type Strategy,
   WorkRequestTracker,
 } from "../poller/mod.ts";
-import {
-  CALIBRATE_EVERY,
-  cancelCompletionWaits,
-  DEFAULT_SPIN_MICROS,
-  SpinBudget,
-  spinEnd,
-  spinPasses,
-  spinStart,
-} from "../poller/completions.ts";
+import { cancelCompletionWaits, DEFAULT_SPIN_MICROS, SpinBudget } from "../poller/completions.ts";
 import { closeWatchesOf } from "../poller/poller.ts";
 import { AbortedError, ClosedError, WorkCompletionError } from "../types/errors.ts";
 
@@ -384,26 +376,4 @@ test("SpinBudget: learns from hits, shrinks on misses, probes only answers withi
   fixed.late(100);
   fixed.hit(900);
   assert.equal(fixed.micros, 50, "a fixed budget never changes");
-});
-
-test("spin clock: one spin in CALIBRATE_EVERY reads the clock; the others estimate from passes", () => {
-  // past the process's first (all calibrating) spins, whatever the tests before did
-  for (let i = 0; i < CALIBRATE_EVERY; i++) spinEnd(spinStart(), 1);
-  let timed = 0;
-  for (let i = 0; i < 4 * CALIBRATE_EVERY; i++) {
-    const start = spinStart();
-    if (start >= 0) {
-      timed++;
-      const t = performance.now();
-      while (performance.now() - t < 2); // 2 ms of 100 passes: 20 µs a pass
-      assert.ok(spinEnd(start, 100) >= 2, "a calibrating spin returns what the clock measured");
-    } else {
-      assert.equal(spinEnd(start, 50), spinEnd(-1, 50), "an estimate depends on the passes only");
-    }
-  }
-  assert.equal(timed, 4, `timed spins in ${4 * CALIBRATE_EVERY}: ${timed}`);
-  // the learnt cost (a moving average over those four 20 µs passes) turns µs into passes
-  const perPass = spinEnd(-1, 1000);
-  assert.ok(perPass > 5 && perPass < 60, `1,000 passes estimated at ${perPass} ms`);
-  assert.ok(spinPasses(1000) < 200, `1 ms of passes: ${spinPasses(1000)}`);
 });
