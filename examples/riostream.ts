@@ -24,7 +24,6 @@
  */
 
 import type { IoMapping } from "../mod.ts";
-import { setImmediate } from "node:timers";
 import { out, runTool, type ToolSpec } from "./_common/cli.ts";
 import {
   Pattern,

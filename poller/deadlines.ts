@@ -14,7 +14,7 @@
  * @module
  */
 
-import { clearTimeout, setTimeout } from "node:timers";
+import { refTimer, startTimer, stopTimer, type TimerHandle, unrefTimer } from "../ffi/timers.ts";
 import { costs, COUNTING } from "../ffi/cost.ts";
 
 /** Something with a deadline (`at`, on the `performance.now()` clock) that fires once. */
@@ -25,22 +25,16 @@ export interface Deadline {
   expire(): void;
 }
 
-/** The part of a `node:timers` Timeout used here. */
-interface Timer {
-  ref(): unknown;
-  unref(): unknown;
-}
-
 const pending = new Set<Deadline>();
-let timer: Timer | undefined;
+let timer: TimerHandle | undefined;
 let armedAt = Infinity;
 let held = false;
 
 function arm(at: number): void {
-  if (timer !== undefined) clearTimeout(timer as never);
+  if (timer !== undefined) stopTimer(timer);
   armedAt = at;
   if (COUNTING) costs.timers++;
-  timer = setTimeout(fire, Math.max(0, at - performance.now())) as unknown as Timer;
+  timer = startTimer(fire, Math.max(0, at - performance.now()));
   held = true;
 }
 
@@ -67,7 +61,7 @@ export function addDeadline(d: Deadline): void {
   pending.add(d);
   if (d.at < armedAt) arm(d.at);
   else if (!held) {
-    timer!.ref();
+    refTimer(timer!);
     held = true;
   }
 }
@@ -79,7 +73,7 @@ export function addDeadline(d: Deadline): void {
 export function removeDeadline(d: Deadline): void {
   if (!pending.delete(d)) return;
   if (pending.size === 0 && held) {
-    timer!.unref();
+    unrefTimer(timer!);
     held = false;
   }
 }

@@ -21,7 +21,7 @@
  */
 
 import { layouts, native } from "../ffi/native.ts";
-import { clearTimeout, setTimeout } from "node:timers";
+import { startTimer, stopTimer, type TimerHandle } from "../ffi/timers.ts";
 import { takeReady } from "../ffi/epoll-ready.ts";
 import {
   createWaiter,
@@ -54,11 +54,6 @@ let shared: Poller | undefined;
 /** How often the epoll set is checked while only weak holds wait (ms). */
 export const WEAK_CHECK_MS = 5;
 
-/** The part of a `node:timers` Timeout used here. */
-interface Timer {
-  unref(): unknown;
-}
-
 /**
  * One epoll set, a wake eventfd and the runtime's waiting backend. Most programs use the
  * lazily created {@link Poller.default}; create more only to isolate groups of fds.
@@ -70,7 +65,7 @@ export class Poller implements HoldCounter {
   #watches = new Map<number, FdWatch>();
   #holds = 0;
   #weakHolds = 0;
-  #weakTimer: Timer | null = null;
+  #weakTimer: TimerHandle | null = null;
   #weakEvents: NativeBlock | null = null;
   #weakFds: Int32Array | null = null;
   readonly #weakCheck = () => this.#checkWeak();
@@ -233,13 +228,12 @@ export class Poller implements HoldCounter {
 
   #startWeakChecks(): void {
     if (this.#weakTimer !== null) return;
-    this.#weakTimer = setTimeout(this.#weakCheck, WEAK_CHECK_MS) as unknown as Timer;
-    this.#weakTimer.unref();
+    this.#weakTimer = startTimer(this.#weakCheck, WEAK_CHECK_MS, false);
   }
 
   #stopWeakChecks(): void {
     if (this.#weakTimer === null) return;
-    clearTimeout(this.#weakTimer as never);
+    stopTimer(this.#weakTimer);
     this.#weakTimer = null;
   }
 

@@ -10,13 +10,13 @@
 import { AbortedError, InvalidArgumentError, type RdmaError } from "../types/errors.ts";
 import { addDeadline, type Deadline, removeDeadline } from "./deadlines.ts";
 import { describe } from "../types/check.ts";
-import { setImmediate } from "node:timers";
 import { costs, COUNTING } from "../ffi/cost.ts";
+import { nextTurn } from "../ffi/timers.ts";
 
 /** One event-loop turn (a macrotask), counted as a yield when costs are counted. */
 export function yieldToLoop(): Promise<void> {
   if (COUNTING) costs.yields++;
-  return new Promise((r) => setImmediate(r));
+  return new Promise((r) => nextTurn(r));
 }
 
 /** Options accepted by every wait. */

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { clearTimeout, setTimeout } from "node:timers";
+import { startTimer, stopTimer, type TimerHandle } from "../ffi/timers.ts";
 import { costs, COUNTING } from "../ffi/cost.ts";
 import type { ConnCore } from "./_core.ts";
 import { ConnectionResetError } from "./errors.ts";
@@ -22,7 +22,7 @@ export class Keepalive {
   #period = 0;
   /** The period `on()` uses when given none. */
   #idle = KEEPALIVE_DEFAULT_MS;
-  #timer: ReturnType<typeof setTimeout> | null = null;
+  #timer: TimerHandle | null = null;
   /** The engine's posted and completed counts at the last tick. */
   #posted = 0;
   #completed = 0;
@@ -48,17 +48,15 @@ export class Keepalive {
 
   /** Turns it off (the connection closes). */
   stop(): void {
-    if (this.#timer !== null) clearTimeout(this.#timer);
+    if (this.#timer !== null) stopTimer(this.#timer);
     this.#timer = null;
     this.#period = 0;
   }
 
   #arm(): void {
     if (COUNTING) costs.timers++;
-    const t = setTimeout(this.#tick, this.#period);
     // the timer never keeps the process alive
-    (t as unknown as { unref?: () => void }).unref?.();
-    this.#timer = t;
+    this.#timer = startTimer(this.#tick, this.#period, false);
   }
 
   readonly #tick = () => {

@@ -113,3 +113,27 @@ test("perftest -D phases: START → SAMPLE → STOP_SAMPLE → END, the clock re
   assert.ok(window >= 75 && window < 150, `sampled window ${window} ms`);
   assert.ok(sampled > 0);
 });
+
+test("cli: the tools' option parser takes getopt's forms and names each mistake", async () => {
+  const { parseOptions } = await import("../examples/_common/args.ts");
+  const o = {
+    size: { type: "string", short: "S" },
+    verbose: { type: "boolean", short: "v", multiple: true },
+    server: { type: "boolean", short: "s" },
+    addr: { type: "string", short: "a" },
+  } as const;
+  assert.deepEqual(parseOptions(["-S", "64", "-vvs", "-a10.0.0.1", "host", "--", "-x"], o), {
+    values: { size: "64", verbose: [true, true], server: true, addr: "10.0.0.1" },
+    positionals: ["host", "-x"],
+  });
+  assert.deepEqual(parseOptions(["--size=-1", "--addr", "-a", "--verbose"], o).values, {
+    size: "-1",
+    addr: "-a",
+    verbose: [true],
+  });
+  assert.throws(() => parseOptions(["-x"], o), /^Error: Unknown option '-x'$/);
+  assert.throws(() => parseOptions(["--nope"], o), /Unknown option '--nope'/);
+  assert.throws(() => parseOptions(["-S"], o), /Option '-S, --size' needs a value/);
+  assert.throws(() => parseOptions(["--server=1"], o), /'-s, --server' does not take a value/);
+  assert.throws(() => parseOptions(["--toString"], o), /Unknown option '--toString'/);
+});

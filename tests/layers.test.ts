@@ -99,6 +99,23 @@ test("layers: types/ is pure and only ffi/ knows the runtime", () => {
   assert.deepEqual(wrong, [], "files outside ffi/ that name a runtime");
 });
 
+test("layers: below net/ nothing imports a node: module (in Deno that sets up Node's compatibility layer at start-up); Bun's loader aside", () => {
+  const wrong: string[] = [];
+  for (const layer of LAYERS) {
+    if (layer === "net") continue;
+    for (const file of files(layer)) {
+      if (file === "ffi/bun.ts") continue;
+      const node = imports(file).filter((s) => s.startsWith("node:"));
+      if (node.length) wrong.push(`${file}: ${node.join(", ")}`);
+    }
+  }
+  for (const file of ["examples/_common/cli.ts", "examples/_common/args.ts"]) {
+    const node = imports(file).filter((s) => s.startsWith("node:"));
+    if (node.length) wrong.push(`${file}: ${node.join(", ")}`);
+  }
+  assert.deepEqual(wrong, []);
+});
+
 test("layers: examples import the public entry points only; the entry points only re-export", () => {
   const wrong: string[] = [];
   for (const file of files("examples")) {

@@ -1,14 +1,13 @@
 /**
- * Command-line handling shared by the example tools: `node:util` `parseArgs` (both
- * runtimes have it), `--help`, numbers written like C's `strtol(…, 0)` (decimal,
+ * Command-line handling shared by the example tools: the strict option parser of `args.ts`
+ * (no Node compatibility layer at start-up), `--help`, numbers written like C's `strtol(…, 0)` (decimal,
  * `0x` hex, leading-zero octal), and a `main` wrapper that turns bad arguments into the
  * usage text with exit code 1 and library errors into one line, never a stack trace.
  *
  * @module
  */
 
-import process from "node:process";
-import { parseArgs } from "node:util";
+import { exitProcess, type ParseOption, parseOptions, processArgs } from "./args.ts";
 
 /** One command-line option. */
 export interface OptionSpec {
@@ -76,30 +75,26 @@ export function usage(spec: ToolSpec): string {
 /** Parses `argv` (default: this process's arguments) or throws {@link UsageError}. */
 export function parseCommandLine(
   spec: ToolSpec,
-  argv: string[] = process.argv.slice(2),
+  argv: string[] = processArgs(),
 ): CommandLine {
-  const options: Record<
-    string,
-    { type: "string" | "boolean"; short?: string; multiple?: boolean }
-  > = { help: { type: "boolean", short: "h" } };
-  for (const [long, o] of Object.entries(spec.options)) {
-    options[long] = o.short ? { type: o.type, short: o.short } : { type: o.type };
-    if (o.multiple) options[long].multiple = true;
-  }
+  const options: Record<string, ParseOption> = {
+    help: { type: "boolean", short: "h" },
+    ...spec.options,
+  };
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+    parsed = parseOptions(argv, options);
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
   if (parsed.values.help) {
     console.log(usage(spec).trimEnd());
-    process.exit(0);
+    exitProcess(0);
   }
   if (parsed.positionals.length > spec.maxPositionals) {
     throw new UsageError(`unexpected argument "${parsed.positionals[spec.maxPositionals]}"`);
   }
-  return { values: parsed.values as Values, positionals: parsed.positionals };
+  return { values: parsed.values, positionals: parsed.positionals };
 }
 
 const C_INTEGER = /^\s*[-+]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)$/;
@@ -172,7 +167,7 @@ export async function runTool(
     }
     code = 1;
   }
-  return process.exit(code);
+  return exitProcess(code);
 }
 
 /** `printf("%.2f")` of a number. */

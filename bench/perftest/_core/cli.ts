@@ -8,9 +8,13 @@
  * @module
  */
 
-import process from "node:process";
-import { parseArgs } from "node:util";
 import { parseInteger, UsageError } from "../../../examples/_common/cli.ts";
+import {
+  exitProcess,
+  type ParseOption,
+  parseOptions,
+  processArgs,
+} from "../../../examples/_common/args.ts";
 
 export { parseInteger, UsageError };
 
@@ -310,8 +314,8 @@ function parseSize(text: string): number {
  * Parses `argv` for `tool`. `--help` prints the usage on stdout and exits 0; mistakes
  * throw {@link UsageError}.
  */
-export function parseSettings(tool: ToolDef, argv: string[] = process.argv.slice(2)): Settings {
-  const spec: Record<string, { type: "string" | "boolean"; short?: string }> = {
+export function parseSettings(tool: ToolDef, argv: string[] = processArgs()): Settings {
+  const spec: Record<string, ParseOption> = {
     help: { type: "boolean", short: "h" },
   };
   for (const [long, o] of Object.entries(OPTIONS)) {
@@ -321,14 +325,14 @@ export function parseSettings(tool: ToolDef, argv: string[] = process.argv.slice
   }
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options: spec, allowPositionals: true, strict: true });
+    parsed = parseOptions(argv, spec);
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
   const v = parsed.values as Values;
   if (v.help) {
     console.log(usage(tool).trimEnd());
-    process.exit(0);
+    exitProcess(0);
   }
   if (parsed.positionals.length > 1) {
     throw new UsageError(`unexpected argument "${parsed.positionals[1]}"`);
@@ -463,5 +467,5 @@ export async function runCli(
     }
     code = 1;
   }
-  return process.exit(code);
+  return exitProcess(code);
 }
