@@ -10,13 +10,19 @@
  *
  * Prints one JSON line of cumulative milliseconds per phase.
  */
-import process from "node:process";
+// No node: module here: in Deno that would set up Node's compatibility layer before the library
+// loads and hide what the library's own modules cost.
+import { exitProcess, processArgs } from "../examples/_common/args.ts";
 
 const t: Record<string, number> = { runtime: performance.now() };
-const i = process.argv.indexOf("--entry");
-const entry = i >= 0 ? process.argv[i + 1] : "mod.ts";
-const address = process.argv.slice(2).find((a) => !a.startsWith("--") && a !== entry) ??
-  process.env.RDMA_GUEST_IP ?? "0.0.0.0";
+const argv = processArgs();
+const i = argv.indexOf("--entry");
+const entry = i >= 0 ? argv[i + 1] : "mod.ts";
+const env = (name: string): string | undefined =>
+  (globalThis as { Deno?: { env: { get(n: string): string | undefined } } }).Deno?.env.get(name) ??
+    (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env[name];
+const address = argv.find((a) => !a.startsWith("--") && a !== entry) ?? env("RDMA_GUEST_IP") ??
+  "0.0.0.0";
 const lib = await import(`../${entry}`);
 t.modules = performance.now();
 const { native } = await import("../ffi/native.ts");
@@ -32,4 +38,4 @@ id.listen(0);
 t.listening = performance.now();
 console.log(JSON.stringify({ entry, exports: Object.keys(lib).length, ms: t }));
 channel.close();
-process.exit(0);
+exitProcess(0);
