@@ -11,7 +11,7 @@
  *
  * Options: --iters N (default 1000), --size BYTES (default 4096), --spin MICROS (adaptive
  * budget, default the library's), --strategies event,adaptive,busy, --rounds N (default 3),
- * --warm N (default 2000: round trips both of our processes make untimed first, as the JIT warms
+ * --warm N (default 10000: round trips both of our processes make untimed first, as the JIT warms
  * up over thousands of them in the emulated guest; the C tool needs none).
  */
 import process from "node:process";
@@ -33,7 +33,7 @@ function arg(name: string, fallback: string): string {
 const device = process.env.RDMA_DEVICE ?? "rxe0";
 const gidIndex = Number(process.env.RDMA_GID_INDEX ?? 1);
 const iters = Number(arg("iters", "1000"));
-const warm = Number(arg("warm", "2000"));
+const warm = Number(arg("warm", "10000"));
 const size = Number(arg("size", "4096"));
 const spin = Number(arg("spin", String(DEFAULT_SPIN_MICROS)));
 const isBun = "Bun" in globalThis;
