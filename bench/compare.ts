@@ -68,8 +68,11 @@ interface Workload {
 }
 
 const base = ["-d", device, "-x", gid, "-F"];
-/** Seconds of each duration-mode run (the middle half is measured). */
-const DURATION = opts.quick ? "4" : "8";
+/**
+ * Seconds of each duration-mode run (the middle half is measured): the first quarter must cover
+ * the JIT's warm-up, about 10,000 round trips in the guest (bench/results/2026-11-27-strategies.md).
+ */
+const DURATION = opts.quick ? "8" : "12";
 /**
  * Iterations of the `-e` row, C and ours alike: its metric is perftest's typical (median) latency,
  * so at least half of them must come after the JIT's warm-up (a few thousand in the guest; at 200

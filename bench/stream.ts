@@ -10,9 +10,9 @@
  * iters`: a 16-byte sync each way, then per iteration `count` transfers of `size` bytes from
  * client to server and `count` back, timed on the client; throughput is rstream's Gb/sec
  * (bytes both ways), latency its usec/xfer (half a round trip). Ours and TCP first run the same
- * shape untimed once (in the emulated guest the JIT needs thousands of round trips before the
- * optimized code replaces the baseline code: the steady state is what a server sees; C needs no
- * warm-up). The C pair is `rstream` itself;
+ * shape untimed (throughput once, latency `--lat-warm` round trips: in the emulated guest the JIT
+ * needs about 10,000 round trips before the optimized code replaces the baseline code; the steady
+ * state is what a server sees; C needs no warm-up). The C pair is `rstream` itself;
  * ours and TCP are roles of this file in the running runtime. C's default mode polls in a loop,
  * so it is compared with ours spinning; C's blocking mode (`-T b`) with ours on the default
  * strategy. Rounds are interleaved and the medians and the ratios to C are printed. No
@@ -24,7 +24,8 @@
  * the synchronous `tryWrite`+`tryRead` pair.
  *
  * Options: --rounds N (default 3), --bw-count N (64 KiB transfers per direction, default 500),
- * --lat-iters N (64-byte round trips, default 5000), --address IP (default $RDMA_GUEST_IP).
+ * --lat-iters N (64-byte round trips, default 5000), --lat-warm N (untimed round trips before
+ * them, default 10000), --address IP (default $RDMA_GUEST_IP).
  */
 
 import process from "node:process";
@@ -645,15 +646,17 @@ async function main(): Promise<void> {
   const rounds = Number(arg("rounds", "3"));
   const bw: Shape = { size: 65536, count: Number(arg("bw-count", "500")), iters: 1, warm: 1 };
   const latIters = Number(arg("lat-iters", "5000"));
-  const lat: Shape = { size: 64, count: 1, iters: latIters, warm: latIters };
+  // the guest's JIT needs about 10,000 round trips (bench/results/2026-11-27-strategies.md)
+  const latWarm = Number(arg("lat-warm", "10000"));
+  const lat: Shape = { size: 64, count: 1, iters: latIters, warm: latWarm };
   const kinds: Kind[] = ["C rstream", "ours spin", "C rstream -T b", "ours", "TCP"];
   const tput = Object.fromEntries(kinds.map((k) => [k, [] as number[]])) as Record<Kind, number[]>;
   const usec = Object.fromEntries(kinds.map((k) => [k, [] as number[]])) as Record<Kind, number[]>;
   console.log(
     `bench/stream (${runtime}, ${process.env.RDMA_DEVICE ?? "?"} at ${address}): ` +
       `${rounds} interleaved rounds; throughput: ${bw.count} × 64 KiB each way; ` +
-      `latency: ${lat.iters} × 64 B round trips; ours and TCP first run the same untimed ` +
-      `(the JIT's warm-up; C needs none)`,
+      `latency: ${lat.iters} × 64 B round trips; ours and TCP first run the same shape untimed ` +
+      `(throughput once, latency ${lat.warm} round trips: the JIT's warm-up; C needs none)`,
   );
   for (let r = 0; r < rounds; r++) {
     for (const k of kinds) {
