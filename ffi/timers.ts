@@ -1,28 +1,28 @@
 /**
- * Timers and event-loop turns of the running runtime, touched only when first used: in Deno,
- * importing `node:timers`, or merely reading the global `setTimeout`, sets up Node's
- * compatibility layer, which costs start-up time (bench/startup-phases.ts prints it), so no
- * module of the library does either at import. Deno's `setTimeout` returns an id that
- * `Deno.refTimer`/`Deno.unrefTimer` take; Bun's returns a timer object with `ref()`/`unref()`.
- * Both runtimes have a global `setImmediate`.
+ * Timers and event-loop turns of the running runtime, touched only when first used. Since Deno
+ * 2.8 the global timers are Node's (a `Timeout` object with `ref()`/`unref()`, as in Bun), so in
+ * Deno importing `node:timers`, or merely reading the global `setTimeout`, sets up Node's
+ * compatibility layer, which costs start-up time (bench/startup-phases.ts prints it): no module of
+ * the library does either at import. Older Deno returns a numeric id that
+ * `Deno.refTimer`/`Deno.unrefTimer` take, so the handle's type decides. Both runtimes have a
+ * global `setImmediate`.
  *
  * @module
  */
 
-/** A running timer of this runtime (an id in Deno, a timer object in Bun). */
+/** A running timer of this runtime (a timer object; a numeric id in Deno before 2.8). */
 export type TimerHandle = { readonly __timer: unique symbol };
 
 interface DenoTimers {
   refTimer(id: number): void;
   unrefTimer(id: number): void;
 }
-interface BunTimer {
+interface NodeTimer {
   ref(): unknown;
   unref(): unknown;
 }
 
 const deno = (globalThis as { Deno?: DenoTimers }).Deno;
-const isBun = "Bun" in globalThis;
 
 /**
  * Starts a one-shot timer that calls `fn` after `ms` milliseconds; it keeps the process alive
@@ -41,14 +41,14 @@ export function stopTimer(t: TimerHandle): void {
 
 /** Makes the timer keep the process alive again. */
 export function refTimer(t: TimerHandle): void {
-  if (isBun || !deno) (t as unknown as BunTimer).ref();
-  else deno.refTimer(t as unknown as number);
+  if (typeof t === "number") deno!.refTimer(t);
+  else (t as unknown as NodeTimer).ref();
 }
 
 /** Stops the timer from keeping the process alive (it still fires while the process runs). */
 export function unrefTimer(t: TimerHandle): void {
-  if (isBun || !deno) (t as unknown as BunTimer).unref();
-  else deno.unrefTimer(t as unknown as number);
+  if (typeof t === "number") deno!.unrefTimer(t);
+  else (t as unknown as NodeTimer).unref();
 }
 
 /** Calls `fn` in a later turn of the event loop (after pending I/O callbacks). */
