@@ -12,17 +12,14 @@
  */
 // No node: module here: in Deno that would set up Node's compatibility layer before the library
 // loads and hide what the library's own modules cost.
-import { exitProcess, processArgs } from "../examples/_common/args.ts";
+import { exitProcess, processArgs, processEnv } from "../examples/_common/args.ts";
 
 const t: Record<string, number> = { runtime: performance.now() };
 const argv = processArgs();
 const i = argv.indexOf("--entry");
 const entry = i >= 0 ? argv[i + 1] : "mod.ts";
-const env = (name: string): string | undefined =>
-  (globalThis as { Deno?: { env: { get(n: string): string | undefined } } }).Deno?.env.get(name) ??
-    (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env[name];
-const address = argv.find((a) => !a.startsWith("--") && a !== entry) ?? env("RDMA_GUEST_IP") ??
-  "0.0.0.0";
+const address = argv.find((a) => !a.startsWith("--") && a !== entry) ??
+  processEnv("RDMA_GUEST_IP") ?? "0.0.0.0";
 const lib = await import(`../${entry}`);
 t.modules = performance.now();
 const { native } = await import("../ffi/native.ts");

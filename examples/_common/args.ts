@@ -11,10 +11,12 @@
 
 interface DenoProcess {
   readonly args: string[];
+  readonly env: { get(name: string): string | undefined };
   exit(code: number): never;
 }
 interface BunProcess {
   readonly argv: string[];
+  readonly env: Record<string, string | undefined>;
   exit(code: number): never;
 }
 
@@ -24,6 +26,12 @@ const deno = (globalThis as { Deno?: DenoProcess }).Deno;
 export function processArgs(): string[] {
   if (deno) return deno.args;
   return (globalThis as unknown as { process: BunProcess }).process.argv.slice(2);
+}
+
+/** An environment variable of this process (Deno: needs `--allow-env` for it). */
+export function processEnv(name: string): string | undefined {
+  if (deno) return deno.env.get(name);
+  return (globalThis as unknown as { process: BunProcess }).process.env[name];
 }
 
 /** Ends the process with `code`. */
