@@ -34,6 +34,16 @@ export function idAt(channel: CmEventChannel, ptr: NativePointer): CmId | undefi
   return id;
 }
 
+/**
+ * Forgets `id` at `ptr` (it closed; a listener's channel would otherwise hold every connection it
+ * accepted until librdmacm reused the address), unless another id is registered there now.
+ */
+export function forgetId(channel: CmEventChannel, ptr: NativePointer, id: CmId): void {
+  const ids = idsOf.get(channel);
+  const key = native().address(ptr);
+  if (ids?.get(key) === id) ids.delete(key);
+}
+
 /** Forgets the ids of a closed channel. */
 export function forgetIds(channel: CmEventChannel): void {
   idsOf.delete(channel);

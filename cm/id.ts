@@ -21,7 +21,7 @@ import { qpByNumber, type QueuePair, recordQpState } from "../verbs/qp.ts";
 import { createCmQp } from "./_qp.ts";
 import { type AddressInput, encodeSockaddr, SOCKADDR_STORAGE_SIZE } from "./address.ts";
 import type { CmEventChannel } from "./channel.ts";
-import { registerId } from "./_ids.ts";
+import { forgetId, registerId } from "./_ids.ts";
 import { checkPrivateData, type ConnParam, encodeConnParam } from "./conn_param.ts";
 import type { CmEvent } from "./event.ts";
 import {
@@ -41,19 +41,16 @@ import { checkInteger, describe } from "../types/check.ts";
 /** Channels the cm helpers made for an id: each closes when the last id on it closes. */
 const ownedByIds = new WeakSet<CmEventChannel>();
 
-/** What the channel and the cm helpers reach inside an id (module-private). */
-interface IdInternals {
-  /** Delivers an event read from the id's channel. */
-  readonly deliver: (ev: CmEvent) => void;
-  /** Runs `hook` on every request `getRequest` returns. */
-  readonly setRequestHook: (hook: (request: CmId) => CmId) => void;
-  /** Closes `resource` after the id; makes `pd` the id's PD. */
-  readonly ownAfter: (resource: NativeResource | null, pd?: ProtectionDomain) => void;
-  /** The id's events (streams observe the connection's end there). */
-  readonly events: IdEvents<CmId>;
-}
-
-const internals = new WeakMap<CmId, IdInternals>();
+/**
+ * What the channel and the cm helpers reach inside an id (module-private; the functions below
+ * document each): the class's static block fills it with functions that read private fields.
+ */
+let internals: {
+  deliver(id: CmId, ev: CmEvent): void;
+  setRequestHook(id: CmId, hook: (request: CmId) => CmId): void;
+  ownAfter(id: CmId, resource: NativeResource | null, pd?: ProtectionDomain): void;
+  events(id: CmId): IdEvents<CmId>;
+};
 
 /**
  * One rdma_cm id. Create it with {@link CmEventChannel.createId} (or the `listen`/`connect`
@@ -85,17 +82,20 @@ export class CmId extends CmIdBase implements AsyncDisposable {
     checkConstruct(token, "CM ids are made by CmEventChannel.createId()");
     super(channel, ptr);
     this.#events = new IdEvents(channel);
-    internals.set(this, {
-      deliver: (ev) => this.#deliver(ev),
-      setRequestHook: (hook) => {
-        this.#onRequest = hook;
+  }
+
+  static {
+    internals = {
+      deliver: (id, ev) => id.#deliver(ev),
+      setRequestHook: (id, hook) => {
+        id.#onRequest = hook;
       },
-      ownAfter: (resource, pd) => {
-        if (resource) this.#owned.push(resource);
-        if (pd) this.#pd = pd;
+      ownAfter: (id, resource, pd) => {
+        if (resource) id.#owned.push(resource);
+        if (pd) id.#pd = pd;
       },
-      events: this.#events,
-    });
+      events: (id) => id.#events,
+    };
   }
 
   /** True after {@link CmId.listen}. */
@@ -472,12 +472,13 @@ export class CmId extends CmIdBase implements AsyncDisposable {
     this.#qp = null;
     for (const r of this.#events.requests.splice(0)) r.#refuse();
     this.#connected = false;
-    const err = new ClosedError("CmId");
-    this.#events.failAll(() => err);
+    let err: ClosedError | undefined; // made only when a wait is pending
+    this.#events.failAll(() => err ??= new ClosedError("CmId"));
     const n = native();
     // a migrated id lives on in the object of its new channel
     const rc = this.#moved ? 0 : n.rdmacm.rdma_destroy_id(this.ptr);
     const errno = rc !== 0 ? n.errno() : 0;
+    forgetId(this.channel, this.ptr, this);
     if (this.#removed) releaseRemovedDevices();
     let first: unknown = null;
     for (const r of this.#owned.splice(0).reverse()) {
@@ -564,7 +565,7 @@ export function ownChannel(id: CmId): void {
  * returns (module-private: `createEndpoint` creates each request's QP, like `rdma_get_request`).
  */
 export function setRequestHook(id: CmId, hook: (request: CmId) => CmId): void {
-  internals.get(id)!.setRequestHook(hook);
+  internals.setRequestHook(id, hook);
 }
 
 /**
@@ -576,7 +577,7 @@ export function ownAfter(
   resource: NativeResource | null,
   pd?: ProtectionDomain,
 ): void {
-  internals.get(id)!.ownAfter(resource, pd);
+  internals.ownAfter(id, resource, pd);
 }
 
 /**
@@ -584,12 +585,12 @@ export function ownAfter(
  * event channel; returns the remover (module-private to the library: streams use it).
  */
 export function observeConnectionEnd(id: CmId, observer: (ev: CmEvent) => void): () => void {
-  return internals.get(id)!.events.observeEnd(observer);
+  return internals.events(id).observeEnd(observer);
 }
 
 /** Delivers an event read from the channel to its id (module-private to the cm layer). */
 export function deliverEvent(id: CmId, ev: CmEvent): void {
-  internals.get(id)!.deliver(ev);
+  internals.deliver(id, ev);
 }
 
 function kernelTimeout(ms: number | undefined): number {

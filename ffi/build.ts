@@ -82,9 +82,9 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
   // errno lives in thread-local storage of the JS thread; FFI calls made from
   // this thread write it there, so one cached view reads it.
   const errnoView = new Int32Array(backend.arrayBuffer(errnoAt, 4));
-  // the size of each live allocation, for the census (ffi/census.ts): alloc and free only, never
-  // on a post or a poll
-  const sizes = new Map<bigint, number>();
+  // what alloc takes for (size, align): the census (ffi/census.ts) counts it at alloc and free
+  const allocated = (size: number, align: number) =>
+    Math.max(align, Math.ceil(size / align) * align);
 
   const native: Native = {
     runtime: backend.runtime,
@@ -127,24 +127,19 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
           `alloc: size must be a non-negative integer, got ${describe(size)}`,
         );
       }
-      const rounded = Math.max(align, Math.ceil(size / align) * align);
+      const rounded = allocated(size, align);
       const p = libc.aligned_alloc(align, rounded);
       if (p === null) {
         throw new RdmaError(`aligned_alloc(${align}, ${rounded}) failed: out of memory`);
       }
       libc.memset(p, 0, rounded);
-      sizes.set(backend.address(p), rounded);
       countMemory(1, rounded);
       return p;
     },
-    free(p) {
+    free(p, size, align = 64) {
       if (p === null) return;
-      const key = backend.address(p);
-      const size = sizes.get(key);
-      if (size !== undefined) {
-        sizes.delete(key);
-        countMemory(-1, -size);
-      }
+      const rounded = allocated(size, align);
+      countMemory(-1, -rounded);
       libc.free(p);
     },
     fnPointer: () => {
@@ -198,7 +193,7 @@ function censusPrepareCall(prepare: Native["prepareCall"]): Native["prepareCall"
         live = false;
         countDied("PreparedCall");
       }
-      free();
+      free.call(p);
     };
     return p;
   };
@@ -218,7 +213,7 @@ function countedPrepareCall(prepare: Native["prepareCall"]): Native["prepareCall
     const call = p.call;
     p.call = () => {
       const t = performance.now();
-      const r = call();
+      const r = call.call(p);
       countCall(name, performance.now() - t);
       if (polls && r === 0) costs.emptyPolls++;
       return r;

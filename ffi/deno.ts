@@ -194,39 +194,61 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
     return cif;
   };
 
+  const call = ffi.ffi_call;
+
+  /**
+   * One prepared call: its argument block (rvalue slot, n value slots, n avalue pointers) and its
+   * fields; a class, so a call made per object (a QP's post, a CQ's poll) allocates no closures.
+   */
+  class LibffiCall<S extends FunctionSpec> implements PreparedCall<S> {
+    #block: NativePointer | null;
+    readonly #bytes: number;
+    readonly #view: DataView;
+    readonly #cif: Deno.PointerValue;
+    readonly #target: Deno.PointerValue;
+    readonly #rvalue: Deno.PointerValue;
+    readonly #avalue: Deno.PointerValue;
+    readonly #spec: S;
+
+    constructor(fn: NativePointer, spec: S, args: ArgValues<S["args"]>) {
+      const n = spec.args.length;
+      this.#spec = spec;
+      this.#cif = denoPtr(cifFor(spec));
+      this.#bytes = SLOT * (1 + 2 * n);
+      const block = this.#block = native.alloc(this.#bytes, 16);
+      const view = this.#view = new DataView(native.arrayBuffer(block, this.#bytes));
+      this.#rvalue = denoPtr(block);
+      this.#avalue = denoPtr(native.offset(block, SLOT * (1 + n)));
+      const base = native.address(block);
+      for (let i = 0; i < n; i++) {
+        view.setBigUint64(SLOT * (1 + n + i), base + BigInt(SLOT * (1 + i)), true);
+        writeSlot(view, SLOT * (1 + i), spec.args[i], args[i]);
+      }
+      this.#target = denoPtr(fn);
+    }
+
+    call(): ReturnType<PreparedCall<S>["call"]> {
+      if (this.#block === null) throw new RdmaError("prepared call used after free()");
+      call(this.#cif, this.#target, this.#rvalue, this.#avalue);
+      return readResult(this.#view, this.#spec.result) as ReturnType<PreparedCall<S>["call"]>;
+    }
+
+    setArg(index: number, value: ArgValues<S["args"]>[number]): void {
+      writeSlot(this.#view, SLOT * (1 + index), this.#spec.args[index], value);
+    }
+
+    free(): void {
+      if (this.#block !== null) native.free(this.#block, this.#bytes, 16);
+      this.#block = null;
+    }
+  }
+
   function prepareCall<S extends FunctionSpec>(
     fn: NativePointer,
     spec: S,
     args: ArgValues<S["args"]>,
   ): PreparedCall<S> {
-    const cif = denoPtr(cifFor(spec));
-    const n = spec.args.length;
-    // block: rvalue slot, n value slots, n avalue pointers
-    let block: NativePointer | null = native.alloc(SLOT * (1 + 2 * n), 16);
-    const view = new DataView(native.arrayBuffer(block, SLOT * (1 + 2 * n)));
-    const rvalue = denoPtr(block);
-    const avalue = denoPtr(native.offset(block, SLOT * (1 + n)));
-    for (let i = 0; i < n; i++) {
-      view.setBigUint64(SLOT * (1 + n + i), native.address(block) + BigInt(SLOT * (1 + i)), true);
-      writeSlot(view, SLOT * (1 + i), spec.args[i], args[i]);
-    }
-    const target = denoPtr(fn);
-    const result = spec.result;
-    const call = ffi.ffi_call;
-    return {
-      call() {
-        if (block === null) throw new RdmaError("prepared call used after free()");
-        call(cif, target, rvalue, avalue);
-        return readResult(view, result) as ReturnType<PreparedCall<S>["call"]>;
-      },
-      setArg(index, value) {
-        writeSlot(view, SLOT * (1 + index), spec.args[index], value);
-      },
-      free() {
-        if (block !== null) native.free(block);
-        block = null;
-      },
-    };
+    return new LibffiCall(fn, spec, args);
   }
 
   return {

@@ -24,6 +24,7 @@ export class NativeBlock {
   /** The same bytes as a `Uint8Array`. */
   readonly bytes: Uint8Array;
   readonly #buffer: ArrayBuffer;
+  readonly #align: number;
   #freed = false;
 
   /** Allocates `size` zeroed bytes aligned to `align` (a power of two, default 64). */
@@ -32,6 +33,7 @@ export class NativeBlock {
     const n = native();
     this.size = Math.max(1, size);
     this.ptr = n.alloc(this.size, align);
+    this.#align = align;
     this.addrNumber = Number(n.address(this.ptr));
     this.#buffer = n.arrayBuffer(this.ptr, this.size);
     this.view = new DataView(this.#buffer);
@@ -93,7 +95,7 @@ export class NativeBlock {
     if (this.#freed) return;
     this.#freed = true;
     detach(this.#buffer);
-    native().free(this.ptr);
+    native().free(this.ptr, this.size, this.#align);
   }
 }
 

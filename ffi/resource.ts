@@ -13,8 +13,11 @@ import { countBorn, countDied } from "./census.ts";
 /** A class, by its prototype (private constructors included). */
 type AnyClass<T> = { readonly prototype: T; readonly name: string };
 
-/** The class and kind each object was constructed as: set once, by the constructor. */
-const brands = new WeakMap<object, { readonly class: AnyClass<unknown>; readonly kind: string }>();
+/**
+ * The class an object was constructed as, or undefined for anything the constructor did not make
+ * (reads a private field: set once, by the constructor; a look-alike object has none).
+ */
+let classOf: (value: object) => AnyClass<unknown> | undefined;
 
 /**
  * The token library code passes as the last argument to the constructor of an object that only
@@ -49,6 +52,11 @@ export abstract class NativeResource implements Disposable {
   #closing = false;
   readonly #dependents = new Set<NativeResource>();
   readonly #owners: NativeResource[] = [];
+  readonly #class: AnyClass<unknown>;
+
+  static {
+    classOf = (value) => #class in value ? (value as NativeResource).#class : undefined;
+  }
 
   /**
    * Registers the object with the objects it depends on: each must be open, and each closes
@@ -56,7 +64,7 @@ export abstract class NativeResource implements Disposable {
    */
   protected constructor(kind: string, owners: readonly (NativeResource | null | undefined)[]) {
     this.kind = kind;
-    brands.set(this, { class: new.target as unknown as AnyClass<unknown>, kind });
+    this.#class = new.target as unknown as AnyClass<unknown>;
     for (const o of owners) {
       if (!o) continue;
       o.assertOpen();
@@ -171,10 +179,9 @@ export function isInstance<T extends NativeResource>(
   Class: AnyClass<T> | string,
 ): value is T {
   if (typeof value !== "object" || value === null) return false;
-  const brand = brands.get(value);
-  if (brand === undefined) return false;
-  if (typeof Class === "string") return brand.kind === Class;
-  const c = brand.class;
+  const c = classOf(value);
+  if (c === undefined) return false;
+  if (typeof Class === "string") return (value as NativeResource).kind === Class;
   return c === Class || Object.prototype.isPrototypeOf.call(Class.prototype, c.prototype as object);
 }
 

@@ -213,7 +213,20 @@ interface CqState {
   closed: Error | null;
 }
 
+/**
+ * The wait state of each CQ that was waited on, until its waits are cancelled; then the CQ's entry
+ * moves to `cancelled` with the reason given (null: closed, a fresh ClosedError per wait). No value
+ * reaches its CQ once cancelled: V8's young-generation collector keeps a weak map's value — and
+ * all it reaches — alive until a full collection (docs/06-lifetimes.md).
+ */
 const states = new WeakMap<object, CqState>();
+const cancelled = new WeakMap<object, Error | null>();
+
+/** Why waits on `cq` fail now, or undefined while they may still wait. */
+function cancelReason(cq: CompletionSource): Error | undefined {
+  const r = cancelled.get(cq);
+  return r === undefined ? undefined : r ?? new ClosedError("CompletionQueue");
+}
 
 function stateOf(cq: CompletionSource): CqState {
   let s = states.get(cq);
@@ -265,9 +278,15 @@ function watchChannel(channel: CompletionChannelLike, poller: Poller): void {
  * later waits fail the same way. Call it when the CQ closes (the verbs layer does).
  */
 export function cancelCompletionWaits(cq: CompletionSource, reason?: Error): void {
-  const s = stateOf(cq);
+  cancelled.set(cq, reason ?? null);
+  const s = states.get(cq);
+  if (!s) return;
+  states.delete(cq);
+  // waits in flight hold `s` and see this when they resume
   s.closed = reason ?? new ClosedError("CompletionQueue");
   s.waits?.rejectAll(s.closed);
+  s.waits = null;
+  s.poller = null;
   s.stopListening?.();
   s.stopListening = null;
 }
@@ -298,8 +317,9 @@ export function awaitCompletions(
     return Promise.reject(new InvalidArgumentError("wait options must be an object"));
   }
   const strategy = options.strategy ?? DEFAULT_STRATEGY;
+  const closed = cancelReason(cq);
+  if (closed) return Promise.reject(closed);
   const s = stateOf(cq);
-  if (s.closed) return Promise.reject(s.closed);
   try {
     checkWaitOptions(options);
     if (options.poller !== undefined && !(options.poller instanceof Poller)) {

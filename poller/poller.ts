@@ -288,7 +288,10 @@ export class Poller implements HoldCounter {
 
   #unregister(w: FdWatch): void {
     const owner = ownerOf.get(w);
-    if (owner) ownedBy.get(owner)?.delete(w);
+    if (owner) {
+      ownerOf.delete(w);
+      ownedBy.get(owner)?.delete(w);
+    }
     if (this.#watches.get(w.fd) !== w) return;
     this.#watches.delete(w.fd);
     // the owner may already have closed the fd (epoll forgot it then): ignore failures
@@ -399,7 +402,7 @@ export class FdWatch {
     countDied("FdWatch");
     this.#unregister(this);
     while (this.#refs > 0) this.unref();
-    this.#waits.rejectAll(new ClosedError("FdWatch"));
+    this.#waits.rejectAll(() => new ClosedError("FdWatch"));
   }
 
   /** Alias of {@link FdWatch.close}. */
@@ -485,9 +488,13 @@ export class PollerHold implements HoldCounter {
   }
 }
 
-/** The watches each fd owner holds (see {@link Poller.registerOwned}). */
+/**
+ * The watches each fd owner holds (see {@link Poller.registerOwned}), and the owner of each owned
+ * watch. Entries go when the watch or its owner closes, not when the engine collects them: V8's
+ * young-generation collector keeps a weak map's value — and all it reaches — alive until a full
+ * collection (docs/06-lifetimes.md).
+ */
 const ownedBy = new WeakMap<object, Set<FdWatch>>();
-/** The owner of each owned watch (a closing watch leaves its owner's set). */
 const ownerOf = new WeakMap<FdWatch, object>();
 
 /** Records `watch` as held by `owner` until either {@link closeWatchesOf} or the watch closes. */

@@ -587,9 +587,10 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
 
   /** Rejects pending operations and starts the background teardown (called once by close). */
   protected destroy(): void {
-    const err = new ClosedError("RdmaConn");
-    this.#waiters.rejectAll(err);
-    this.#writeLock.rejectAll(err);
+    let err: ClosedError | undefined; // made only when an operation is pending
+    const closed = () => err ??= new ClosedError("RdmaConn");
+    this.#waiters.rejectAll(closed);
+    this.#writeLock.rejectAll(closed);
     this.#channelWait.resolveAll(); // the pump sees the connection closed and stops
     this.#keepalive?.stop();
     this.#released = this.#teardown();

@@ -13,5 +13,5 @@ test("Deno UnsafeFnPointer fallback calls a real libc function", async () => {
   const spec = { args: ["pointer"], result: "usize", c: "size_t strlen(const char *s)" } as const;
   assert.equal(n.fnPointer(strlen, spec)(p), 12);
   assert.equal(n.prepareCall(strlen, spec, [p]).call(), 12);
-  n.free(p);
+  n.free(p, s.length);
 }, { skip: "Bun" in globalThis ? "Bun has a single function-pointer path (CFunction)" : false });

@@ -58,7 +58,7 @@ test("a function pointer calls a real libc function (prepared and direct)", () =
   prepared.setArg(0, n.offset(textPtr, 7));
   assert.equal(Number(prepared.call()), 7);
   prepared.free();
-  n.free(textPtr);
+  n.free(textPtr, text.length);
   const labs = n.libc.dlsym(self, n.pointerOf(n.cstringBytes("labs")))!;
   const abs = n.fnPointer(labs, { args: ["i64"], result: "i64", c: "long labs(long j)" });
   assert.equal(Number(abs(-123456789012)), 123456789012);
@@ -79,7 +79,7 @@ test("native memory: aligned, zeroed, zero-copy views, C strings both ways", () 
   n.writePointer(p, 64, null);
   assert.equal(n.readPointer(p, 64), null);
   assert.equal(n.cstring(null), null);
-  n.free(p);
+  n.free(p, 100, 4096);
 });
 
 test("the C string functions come through: ibv_wc_status_str and rdma_event_str", () => {

@@ -186,3 +186,29 @@ test("layers: no library file over 900 lines, verbs/qp-ex.ts and cm/id.ts at mos
     .map(([f, n]) => `${f}: ${n} lines (at most ${limit(f)})`);
   assert.deepEqual(over, []);
 });
+
+/**
+ * V8's young-generation collector keeps a weak map's value, and all it reaches, alive until a full
+ * collection: a map keyed by a per-connection object whose value reaches the object promoted each
+ * closed connection whole (docs/06-lifetimes.md). Every weak map of the library is listed here with
+ * why its entries cannot do that; state private to a class lives in private fields instead.
+ */
+const WEAK_MAPS: Record<string, string> = {
+  "ffi/deno.ts cifs": "keys are the static symbol tables' specs",
+  "poller/poller.ts ownedBy": "deleted when the owner closes its watches",
+  "poller/poller.ts ownerOf": "deleted when the watch closes",
+  "poller/completions.ts states": "deleted when the CQ's waits are cancelled (it closed)",
+  "poller/completions.ts cancelled": "values are null, or an error the caller gave",
+  "verbs/mr.ts holds": "values are numbers",
+  "verbs/_objects.ts byContext": "keys are contexts; deleted when the context closes",
+  "cm/_ids.ts idsOf": "deleted when the channel closes",
+  "stream/_device-limits.ts byContext": "keys are contexts; values are numbers",
+};
+
+test("layers: every weak map of the library is one whose entries go when their key closes", () => {
+  const found = LAYERS.flatMap((l) => files(l)).flatMap((f) =>
+    [...readFileSync(join(ROOT, f), "utf8").matchAll(/const (\w+) = new WeakMap\b/g)]
+      .map((m) => `${f} ${m[1]}`)
+  );
+  assert.deepEqual(found.sort(), Object.keys(WEAK_MAPS).sort());
+});

@@ -452,7 +452,7 @@ function epollSet(...fds: number[]): number {
     view.setBigUint64(layout.fields["data.u64"].offset, BigInt(fd), true);
     assert.equal(n.libc.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, ev), 0);
   }
-  n.free(ev);
+  n.free(ev, layout.size, 8);
   return epfd;
 }
 

@@ -67,8 +67,11 @@ export interface Native {
 
   /** Allocates zeroed native memory aligned to `align` (default 64); throws on failure. */
   alloc(size: number, align?: number): NativePointer;
-  /** Frees memory from {@link Native.alloc}. */
-  free(p: Pointer): void;
+  /**
+   * Frees memory from {@link Native.alloc}; `size` and `align` as given to it (the census counts
+   * the bytes without a table of live blocks: one would allocate on the JS heap per block).
+   */
+  free(p: Pointer, size: number, align?: number): void;
   /** A zero-copy ArrayBuffer over native memory; valid only while the memory lives. */
   arrayBuffer(p: NativePointer, byteLength: number): ArrayBuffer;
 

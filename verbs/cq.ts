@@ -110,7 +110,8 @@ class CqLinks {
   }
 }
 
-const linksOf = new WeakMap<CompletionQueue, CqLinks>();
+/** A CQ's links (module-private: reads its private field). */
+let linksOf: (cq: CompletionQueue) => CqLinks;
 
 type PollSpec = typeof IBVERBS_OPS.poll_cq;
 type NotifySpec = typeof IBVERBS_OPS.req_notify_cq;
@@ -138,6 +139,10 @@ export class CompletionQueue extends NativeResource {
   #pollMax: number;
   readonly #custom: ((max: number) => number) | null;
 
+  static {
+    linksOf = (cq) => cq.#links;
+  }
+
   /**
    * Not for direct use: `context.createCq()` makes CQs (`context.createCqEx()` too): `init` is
    * checked and the native CQ made before the object wraps it.
@@ -151,7 +156,6 @@ export class CompletionQueue extends NativeResource {
     this.context = context;
     this.channel = init.channel;
     this.#links = new CqLinks(this);
-    linksOf.set(this, this.#links);
     const L = layouts();
     this.#cqView = new DataView(n.arrayBuffer(cq, L.ibv_cq.size));
     this.pollBatch = init.pollBatch;
@@ -280,9 +284,8 @@ export class CompletionQueue extends NativeResource {
   protected destroy(): void {
     const n = native();
     // pending waits and tracked WRs settle with a typed error instead of hanging
-    const closed = new ClosedError("CompletionQueue");
-    this.#links.pump?.close(closed);
-    cancelCompletionWaits(this, closed);
+    this.#links.pump?.close(new ClosedError("CompletionQueue"));
+    cancelCompletionWaits(this);
     this.ackEvents(); // ibv_destroy_cq waits for every retrieved event to be acked
     forgetObject(this.context, this.ptr);
     this.#poll.free();
@@ -296,7 +299,7 @@ export class CompletionQueue extends NativeResource {
 
 /** Registers a QP for `cq.dispatch()` (module-private: QPs do it for their CQs). */
 export function attachTarget(cq: CompletionQueue, target: CompletionTarget): void {
-  linksOf.get(cq)!.targets.set(target.qpNum, target);
+  linksOf(cq).targets.set(target.qpNum, target);
 }
 
 /**
@@ -304,7 +307,7 @@ export function attachTarget(cq: CompletionQueue, target: CompletionTarget): voi
  * completion comes for them once the QP is gone (module-private: QPs call it when they close).
  */
 export function detachTarget(cq: CompletionQueue, target: CompletionTarget): void {
-  const targets = linksOf.get(cq)!.targets;
+  const targets = linksOf(cq).targets;
   if (targets.get(target.qpNum) === target) targets.delete(target.qpNum);
   settleClosedQp(cq, target.qpNum);
 }
@@ -314,12 +317,12 @@ export function detachTarget(cq: CompletionQueue, target: CompletionTarget): voi
  * completion will come for them (module-private: QPs call it when they close).
  */
 export function settleClosedQp(cq: CompletionQueue, qpNum: number): void {
-  linksOf.get(cq)!.pump?.tracker.rejectQp(qpNum, new ClosedError("QueuePair"));
+  linksOf(cq).pump?.tracker.rejectQp(qpNum, new ClosedError("QueuePair"));
 }
 
 /** Counts one CQ event; acks in batches of `batch` (module-private: the channel calls it). */
 export function noteCqEvent(cq: CompletionQueue, batch: number): void {
-  if (++linksOf.get(cq)!.unacked >= batch) cq.ackEvents();
+  if (++linksOf(cq).unacked >= batch) cq.ackEvents();
 }
 
 /**
@@ -335,7 +338,7 @@ export function trackTagged(
   post: (tag: bigint) => void,
 ): Promise<CompletionRecord> {
   cq.assertOpen();
-  const links = linksOf.get(cq)!;
+  const links = linksOf(cq);
   const tag = TRACKED_WR_ID_BASE + links.tags++;
   post(tag);
   const release = holdMemory(wr.sg);

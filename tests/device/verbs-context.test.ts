@@ -46,7 +46,7 @@ deviceTest("foundation: open, query_port via verbs_context, alloc PD, close", (e
       const pa = new DataView(n.arrayBuffer(attr, L.ibv_port_attr.size));
       assert.equal(pa.getUint32(L.ibv_port_attr.fields.state.offset, true), PortState.ACTIVE);
       assert.ok(pa.getInt32(L.ibv_port_attr.fields.gid_tbl_len.offset, true) > env.gidIndex);
-      n.free(attr);
+      n.free(attr, L.ibv_port_attr.size);
       const pd = n.ibverbs.ibv_alloc_pd(ctx);
       assert.ok(pd, `ibv_alloc_pd errno ${n.errno()}`);
       assert.equal(n.ibverbs.ibv_dealloc_pd(pd), 0);
