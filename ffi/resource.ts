@@ -14,10 +14,11 @@ import { countBorn, countDied } from "./census.ts";
 type AnyClass<T> = { readonly prototype: T; readonly name: string };
 
 /**
- * The class an object was constructed as, or undefined for anything the constructor did not make
- * (reads a private field: set once, by the constructor; a look-alike object has none).
+ * Whether `value` was constructed as `Class` or a subclass, or as an object of kind `Class`: reads
+ * private fields set once by the constructor (a look-alike object has none, and assigning `kind`
+ * does not change them). Allocates nothing: argument checks call it per post.
  */
-let classOf: (value: object) => AnyClass<unknown> | undefined;
+let hasBrand: (value: object, Class: AnyClass<unknown> | string) => boolean;
 
 /**
  * The token library code passes as the last argument to the constructor of an object that only
@@ -53,9 +54,17 @@ export abstract class NativeResource implements Disposable {
   readonly #dependents = new Set<NativeResource>();
   readonly #owners: NativeResource[] = [];
   readonly #class: AnyClass<unknown>;
+  readonly #kind: string;
 
   static {
-    classOf = (value) => #class in value ? (value as NativeResource).#class : undefined;
+    hasBrand = (value, Class) => {
+      if (!(#class in value)) return false;
+      const r = value as NativeResource;
+      if (typeof Class === "string") return r.#kind === Class;
+      const c = r.#class;
+      return c === Class ||
+        Object.prototype.isPrototypeOf.call(Class.prototype, c.prototype as object);
+    };
   }
 
   /**
@@ -65,6 +74,7 @@ export abstract class NativeResource implements Disposable {
   protected constructor(kind: string, owners: readonly (NativeResource | null | undefined)[]) {
     this.kind = kind;
     this.#class = new.target as unknown as AnyClass<unknown>;
+    this.#kind = kind;
     for (const o of owners) {
       if (!o) continue;
       o.assertOpen();
@@ -179,10 +189,7 @@ export function isInstance<T extends NativeResource>(
   Class: AnyClass<T> | string,
 ): value is T {
   if (typeof value !== "object" || value === null) return false;
-  const c = classOf(value);
-  if (c === undefined) return false;
-  if (typeof Class === "string") return (value as NativeResource).kind === Class;
-  return c === Class || Object.prototype.isPrototypeOf.call(Class.prototype, c.prototype as object);
+  return hasBrand(value, Class);
 }
 
 /**

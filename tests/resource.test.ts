@@ -1,0 +1,55 @@
+/**
+ * The lifetime base on the host (ffi/resource.ts): brands that only the constructor sets, owners
+ * closing their dependents first, `close()` idempotent. Every verbs, cm and stream object is one of
+ * these; their device behaviour is in tests/device/.
+ */
+import assert from "node:assert/strict";
+import { test } from "./harness.ts";
+import { checkResource, isInstance, NativeResource } from "../ffi/resource.ts";
+import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
+
+const destroyed: string[] = [];
+
+class Owner extends NativeResource {
+  constructor(readonly name: string) {
+    super("Owner", []);
+  }
+  protected destroy(): void {
+    destroyed.push(this.name);
+  }
+}
+
+class Part extends NativeResource {
+  constructor(readonly name: string, owner: Owner) {
+    super("Part", [owner]);
+  }
+  protected destroy(): void {
+    destroyed.push(this.name);
+  }
+}
+
+test("resource: the brand is the constructor's — a look-alike or a reassigned kind does not pass", () => {
+  const o = new Owner("o");
+  const p = new Part("p", o);
+  assert.ok(isInstance(o, Owner) && isInstance(o, "Owner"));
+  assert.ok(isInstance(p, Part) && !isInstance(p, Owner) && !isInstance(p, "Owner"));
+  const lookAlike = Object.create(Owner.prototype, { kind: { value: "Owner" } });
+  assert.ok(!isInstance(lookAlike, Owner) && !isInstance(lookAlike, "Owner"));
+  (p as { kind: string }).kind = "Owner";
+  assert.ok(!isInstance(p, "Owner"), "assigning kind changes nothing");
+  assert.throws(() => checkResource(lookAlike, Owner, "owner"), InvalidArgumentError);
+  o.close();
+});
+
+test("resource: closing an owner closes its dependents first, once; later use is ClosedError", () => {
+  destroyed.length = 0;
+  const o = new Owner("owner");
+  new Part("first", o);
+  const last = new Part("second", o);
+  o.close();
+  o.close();
+  assert.deepEqual(destroyed, ["second", "first", "owner"]);
+  assert.ok(last.closed);
+  assert.throws(() => checkResource(last, Part, "part"), ClosedError);
+  assert.throws(() => new Part("late", o), ClosedError);
+});
