@@ -15,8 +15,8 @@ type AnyClass<T> = { readonly prototype: T; readonly name: string };
 
 /**
  * Whether `value` was constructed as `Class` or a subclass, or as an object of kind `Class`: reads
- * private fields set once by the constructor (a look-alike object has none, and assigning `kind`
- * does not change them). Allocates nothing: argument checks call it per post.
+ * private fields set once by the constructor (a look-alike object has none, and `kind` is only
+ * their getter). Allocates nothing: argument checks call it per post.
  */
 let hasBrand: (value: object, Class: AnyClass<unknown> | string) => boolean;
 
@@ -47,8 +47,6 @@ const leaks = new FinalizationRegistry<string>((kind) => {
  * in {@link NativeResource.destroy}, which runs exactly once.
  */
 export abstract class NativeResource implements Disposable {
-  /** The kind of object, for error messages (`QueuePair`, `CmId`, ...). */
-  readonly kind: string;
   #closed = false;
   #closing = false;
   readonly #dependents = new Set<NativeResource>();
@@ -72,7 +70,6 @@ export abstract class NativeResource implements Disposable {
    * this object before itself.
    */
   protected constructor(kind: string, owners: readonly (NativeResource | null | undefined)[]) {
-    this.kind = kind;
     this.#class = new.target as unknown as AnyClass<unknown>;
     this.#kind = kind;
     for (const o of owners) {
@@ -83,6 +80,11 @@ export abstract class NativeResource implements Disposable {
     }
     leaks.register(this, kind, this);
     countBorn(kind);
+  }
+
+  /** The kind of object, for error messages (`QueuePair`, `CmId`, ...); set by the constructor. */
+  get kind(): string {
+    return this.#kind;
   }
 
   /** True once closed (directly or through an owner). */

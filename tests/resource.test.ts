@@ -35,7 +35,9 @@ test("resource: the brand is the constructor's — a look-alike or a reassigned 
   assert.ok(isInstance(p, Part) && !isInstance(p, Owner) && !isInstance(p, "Owner"));
   const lookAlike = Object.create(Owner.prototype, { kind: { value: "Owner" } });
   assert.ok(!isInstance(lookAlike, Owner) && !isInstance(lookAlike, "Owner"));
-  (p as { kind: string }).kind = "Owner";
+  assert.throws(() => {
+    (p as { kind: string }).kind = "Owner";
+  }, TypeError);
   assert.ok(!isInstance(p, "Owner"), "assigning kind changes nothing");
   assert.throws(() => checkResource(lookAlike, Owner, "owner"), InvalidArgumentError);
   o.close();
