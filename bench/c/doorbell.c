@@ -3,8 +3,9 @@
  * process: times every write() on a /dev/infiniband/uverbs* fd (soft-RoCE's post_send rings
  * the kernel that way, and the kernel then runs the whole send inline) and prints the median
  * and the quartiles on stderr every 500 such calls and at exit, as
- * `doorbell <pid> <count> <p25> <median> <p75> <max> <voluntary> <involuntary>`: the
- * microseconds, then the process's context switches so far (getrusage).
+ * `doorbell <pid> <count> <p25> <median> <p75> <max> <voluntary> <involuntary> <total> <cpu>`:
+ * the microseconds, then the process's context switches so far (getrusage), the microseconds
+ * spent in all of them, and the process's CPU time so far (user + system, ms).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -19,6 +20,7 @@
 static ssize_t (*real_write)(int, const void *, size_t);
 static double samples[MAX_SAMPLES];
 static long count;
+static double total;
 static int uverbs_fd = -1;
 
 static int is_uverbs(int fd) {
@@ -44,8 +46,10 @@ static void report(void) {
   qsort(s, n, sizeof *s, by_value);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  fprintf(stderr, "doorbell %d %ld %.1f %.1f %.1f %.0f %ld %ld\n", getpid(), count, s[n / 4],
-          s[n / 2], s[(3 * n) / 4], s[n - 1], ru.ru_nvcsw, ru.ru_nivcsw);
+  fprintf(stderr, "doorbell %d %ld %.1f %.1f %.1f %.0f %ld %ld %.0f %.0f\n", getpid(), count, s[n / 4],
+          s[n / 2], s[(3 * n) / 4], s[n - 1], ru.ru_nvcsw, ru.ru_nivcsw, total,
+          (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+            (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3);
   free(s);
 }
 
@@ -61,9 +65,9 @@ ssize_t write(int fd, const void *buf, size_t len) {
   clock_gettime(CLOCK_MONOTONIC, &a);
   ssize_t r = real_write(fd, buf, len);
   clock_gettime(CLOCK_MONOTONIC, &b);
-  if (count < MAX_SAMPLES) {
-    samples[count] = (b.tv_sec - a.tv_sec) * 1e6 + (b.tv_nsec - a.tv_nsec) / 1e3;
-  }
+  double us = (b.tv_sec - a.tv_sec) * 1e6 + (b.tv_nsec - a.tv_nsec) / 1e3;
+  total += us;
+  if (count < MAX_SAMPLES) samples[count] = us;
   if (++count % 500 == 0) report();
   return r;
 }
