@@ -4,8 +4,9 @@
 # the ACK), so that one syscall is most of a small message's latency. bench/c/doorbell.c, loaded
 # with LD_PRELOAD, times every such write in each process of a send_lat pair (C ib_send_lat,
 # ours in Deno and in Bun) and of a 64 B stream ping-pong (C rstream, ours); this prints the
-# medians (µs, both sides of a pair) as a markdown table. The same kernel path costs what the
-# calling process makes it cost: compare the rows, not the absolute figures.
+# medians (µs, both sides of a pair), the time spent in doorbells and each process's CPU time
+# as a markdown table. The same kernel path costs what the calling process makes it cost:
+# compare the rows, not the absolute figures.
 #
 #   bench/doorbell.sh [ITERS]          (on a machine with an RDMA device, e.g. in the guest)
 set -uo pipefail
@@ -21,9 +22,13 @@ cc -shared -fPIC -O2 -o "$lib" bench/c/doorbell.c -ldl || exit 1
 port=$((7600 + RANDOM % 300))
 
 listening() { rdma res show cm_id 2>/dev/null | grep -q " state LISTEN .*:$1 "; }
-# medians of both processes' last "doorbell" lines: "p50a / p50b"
-# and their involuntary context switches (the process was preempted): "csA / csB"
-medians() { awk '$1 == "doorbell" { last[$2] = $5; cs[$2] = $9 } END { s = ""; c = ""; for (p in last) { s = s (s ? " / " : "") last[p]; c = c (c ? " / " : "") cs[p] }; print s " | " c }' "$1"; }
+# from both processes' last "doorbell" lines: the medians "p50a / p50b", the total ms in
+# doorbells, the process's CPU ms, and its involuntary context switches (it was preempted)
+medians() {
+  awk '$1 == "doorbell" { m[$2] = $5; cs[$2] = $9; t[$2] = sprintf("%.0f", $10 / 1000); cpu[$2] = $11 }
+    END { for (p in m) { a = a (a ? " / " : "") m[p]; b = b (b ? " / " : "") t[p]; c = c (c ? " / " : "") cpu[p]; d = d (d ? " / " : "") cs[p] }
+      print a " | " b " | " c " | " d }' "$1"
+}
 
 # pair LABEL SERVER-ARGV... -- CLIENT-ARGV...
 pair() {
@@ -49,8 +54,8 @@ pt() { # TOOL IMPL
   esac
 }
 
-echo "| $iters round trips, 64 B | doorbell median µs (each side) | involuntary context switches |"
-echo "|---|---|---|"
+echo "| $iters round trips, 64 B | doorbell median µs (each side) | in doorbells, ms | process CPU, ms | involuntary context switches |"
+echo "|---|---|---|---|---|"
 for impl in C Deno Bun; do
   # shellcheck disable=SC2046
   pair "send_lat, $impl" $(pt send_lat $impl) -d "$dev" -x "$gid" -F -n "$iters" -p "$port" -R \
