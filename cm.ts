@@ -1,5 +1,5 @@
 /**
- * @rdma/verbs/cm — the verbs layer and the rdma_cm connection manager (librdmacm): everything of
+ * @rdma/verbs/cm - the verbs layer and the rdma_cm connection manager (librdmacm): everything of
  * `@rdma/verbs` except the socket-shaped streams. A program that connects through rdma_cm and
  * posts its own work requests imports this entry and does not load the streams.
  *

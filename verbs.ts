@@ -1,5 +1,5 @@
 /**
- * @rdma/verbs/verbs — the verbs layer alone: devices, PDs, MRs, CQs, QPs (libibverbs), the poller
+ * @rdma/verbs/verbs - the verbs layer alone: devices, PDs, MRs, CQs, QPs (libibverbs), the poller
  * that awaits completions and events, and the types, enums and errors under them. A program that
  * drives the verbs itself (out-of-band connection setup, perftest-style loops) imports this entry
  * and loads neither the connection manager nor the streams.

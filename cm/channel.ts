@@ -199,8 +199,8 @@ export class CmEventChannel extends NativeResource implements HoldCounter {
   }
 
   /**
-   * Closing closes every id on the channel — connections and pending requests first, listeners
-   * after them (each disconnects, destroys its QP, then the id) — then destroys the channel.
+   * Closing closes every id on the channel - connections and pending requests first, listeners
+   * after them (each disconnects, destroys its QP, then the id) - then destroys the channel.
    */
   protected override beforeClose(): void {
     let first: unknown = null;

@@ -7,7 +7,7 @@
  * id. A passive endpoint keeps the QP attributes: every request `getRequest()` returns moves to
  * a channel of its own (so it outlives the listener, as librdmacm's synchronous requests do) and
  * gets its QP, PD and CQs the same way. The `rdma_verbs.h` helpers (`id.postSend()`,
- * `id.getRecvComp()`, `id.regMsgs()`, …) then work on it as in C.
+ * `id.getRecvComp()`, `id.regMsgs()`, ...) then work on it as in C.
  *
  * @module
  */

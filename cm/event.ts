@@ -79,7 +79,7 @@ const EVENT_NAMES = new Map<number, string>(
   Object.values(CmEventType).map((v) => [v, cmEventStr(v)]),
 );
 
-/** The C name of a `rdma_cm_event_type` (`RDMA_CM_EVENT_…`, or "UNKNOWN EVENT"). */
+/** The C name of a `rdma_cm_event_type` (`RDMA_CM_EVENT_...`, or "UNKNOWN EVENT"). */
 export function cmEventName(type: number): string {
   return EVENT_NAMES.get(type) ?? cmEventStr(type);
 }

@@ -1,8 +1,8 @@
 /**
- * The helpers of `<rdma/rdma_verbs.h>` — all `static inline` in C, so never FFI calls here — as
+ * The helpers of `<rdma/rdma_verbs.h>` - all `static inline` in C, so never FFI calls here - as
  * thin conveniences over the library's own objects: the QP of a CM id, its PD and its send and
  * receive CQs. `rdma_reg_msgs`/`_read`/`_write` register memory in the id's PD,
- * `rdma_post_send`/`_recv`/`_read`/`_write`/`_ud_send` (and the SGE-list `…v` forms) post one
+ * `rdma_post_send`/`_recv`/`_read`/`_write`/`_ud_send` (and the SGE-list `...v` forms) post one
  * work request on the id's QP (a receive goes to its SRQ when it has one), and
  * `rdma_get_send_comp`/`_recv_comp` wait for the next completion of the QP's send or receive CQ
  * (on its completion channel when it has one, else by polling) and return a copy of it, whatever

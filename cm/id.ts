@@ -1,6 +1,6 @@
 /**
- * `struct rdma_cm_id`: one connection manager endpoint — a listener, a connection (RC) or a
- * datagram endpoint (UD) — with promise-shaped operations whose results arrive as events on its
+ * `struct rdma_cm_id`: one connection manager endpoint - a listener, a connection (RC) or a
+ * datagram endpoint (UD) - with promise-shaped operations whose results arrive as events on its
  * {@link CmEventChannel}. This file holds the id's state and its connection operations; what
  * does not depend on the state (addresses, options, the rdma_verbs.h helpers) is the base class
  * in `id-base.ts`, the waits and queued events are `_id-events.ts`.
@@ -367,9 +367,9 @@ export class CmId extends CmIdBase implements AsyncDisposable {
 
   /**
    * Moves the id to another event channel (`rdma_migrate_id`): its events, those not read yet
-   * included, arrive on `channel` from now on. Returns the id on its new channel — a new
+   * included, arrive on `channel` from now on. Returns the id on its new channel - a new
    * {@link CmId} object for the same `rdma_cm_id`, with its QP, state, queued events and
-   * requests — and closes this object without destroying anything. Refused while an operation
+   * requests - and closes this object without destroying anything. Refused while an operation
    * waits on the id.
    */
   migrate(channel: CmEventChannel): CmId {

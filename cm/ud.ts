@@ -1,6 +1,6 @@
 /**
  * UD over rdma_cm: the UD parameters of an event (ESTABLISHED on a UD id, MULTICAST_JOIN) turned
- * into what a UD send needs — an address handle made through the verbs layer, the remote QPN and
+ * into what a UD send needs - an address handle made through the verbs layer, the remote QPN and
  * the remote Q_Key.
  *
  * @module

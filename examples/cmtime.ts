@@ -1,5 +1,5 @@
 /**
- * cmtime — librdmacm's `cmtime` over this library: how long each step of setting up and
+ * cmtime - librdmacm's `cmtime` over this library: how long each step of setting up and
  * tearing down `-c` RC connections takes (create id, bind, resolve address, resolve route,
  * create QP, connect, disconnect, destroy), all connections of a step started at once, with
  * `-r` retries of a failed resolution and `-t` its timeout. The client prints the C tool's

@@ -1,5 +1,5 @@
 /**
- * devinfo — the information `ibv_devinfo` prints (`-v` for everything), with the same
+ * devinfo - the information `ibv_devinfo` prints (`-v` for everything), with the same
  * field names and formatting, so the two outputs can be compared line by line.
  *
  * ```sh
@@ -203,7 +203,7 @@ function flagLine(text: string): void {
   out(`${T.repeat(5)}${text}`);
 }
 
-/** `Unknown flags: 0x…` for the bits of `mask` outside `known`, if any. */
+/** `Unknown flags: 0x...` for the bits of `mask` outside `known`, if any. */
 function unknownFlags(mask: number | bigint, known: number | bigint): void {
   const rest = BigInt.asUintN(64, BigInt(mask)) & ~BigInt(known);
   if (rest) flagLine(`Unknown flags: 0x${hex(rest, 0, true)}`);

@@ -1,5 +1,5 @@
 /**
- * mckey — `mckey` over this library: multicast through rdma_cm. Each node resolves the
+ * mckey - `mckey` over this library: multicast through rdma_cm. Each node resolves the
  * group address on a UDP (or IPoIB) port-space id (or, with `-M`, binds and joins an AF_IB
  * group directly), creates a UD QP, joins the group (`rdma_join_multicast_ex`: `-o` joins as a
  * send-only full member) and gets the group's QPN (0xffffff), Q_Key and address handle from

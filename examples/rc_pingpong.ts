@@ -1,5 +1,5 @@
 /**
- * rc_pingpong — `ibv_rc_pingpong` over this library: one RC QP each side, SEND ping-pong,
+ * rc_pingpong - `ibv_rc_pingpong` over this library: one RC QP each side, SEND ping-pong,
  * the same flags, TCP address exchange and result lines as the C tool, so either side
  * can be the C program. `-c` checks the received pages, `-N` posts through the `ibv_wr_*` API,
  * `-t` reports receive completion timestamps, `-o`/`-O`/`-P` use on-demand paging and `-j`

@@ -1,5 +1,5 @@
 /**
- * rcopy — librdmacm's `rcopy` over this library's rsocket-compatible streams: copies a file to
+ * rcopy - librdmacm's `rcopy` over this library's rsocket-compatible streams: copies a file to
  * a server. Either side can be the C `rcopy`.
  *
  * ```sh

@@ -1,5 +1,5 @@
 /**
- * rdma_client — librdmacm's `rdma_client` over this library: `rdma_create_ep` (address, route
+ * rdma_client - librdmacm's `rdma_client` over this library: `rdma_create_ep` (address, route
  * and QP in one call) and the `rdma_verbs.h` helpers. It connects, sends a 16-byte message
  * (inline when the device can), waits for the server's 16 bytes and disconnects. The server
  * can be the C `rdma_server`.

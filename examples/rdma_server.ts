@@ -1,5 +1,5 @@
 /**
- * rdma_server — librdmacm's `rdma_server` over this library: the `rdma_create_ep` /
+ * rdma_server - librdmacm's `rdma_server` over this library: the `rdma_create_ep` /
  * `rdma_get_request` flow with the `rdma_verbs.h` helpers. It listens, takes one connection
  * (whose QP the passive endpoint creates), receives a 16-byte message, sends 16 bytes back
  * (inline when the device can) and disconnects. The client can be the C `rdma_client`.

@@ -1,5 +1,5 @@
 /**
- * riostream — librdmacm's `riostream` over this library's rsocket-compatible streams: the
+ * riostream - librdmacm's `riostream` over this library's rsocket-compatible streams: the
  * rstream ping-pong done with rsocket's iomap. Each side maps its buffer for the peer
  * (`conn.iomap()`, rsocket's `riomap`) and sends `transfer_count` transfers per iteration by
  * direct RDMA WRITEs into the peer's buffer (`conn.iowrite()`, `riowrite`); the last byte of the

@@ -1,5 +1,5 @@
 /**
- * rping — `rping` over this library: an RC connection through rdma_cm and, per ping,
+ * rping - `rping` over this library: an RC connection through rdma_cm and, per ping,
  * the client advertises a source buffer `{buf, rkey, size}` (network byte order, 16
  * bytes), the server RDMA-READs it, says "go ahead", the client advertises a sink buffer,
  * the server RDMA-WRITEs the data back and says "go ahead" again. Either side can be

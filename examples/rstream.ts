@@ -1,5 +1,5 @@
 /**
- * rstream — librdmacm's `rstream` over this library's rsocket-compatible streams: a ping-pong
+ * rstream - librdmacm's `rstream` over this library's rsocket-compatible streams: a ping-pong
  * of `transfer_count` transfers each way per iteration, timed, with the same flags, the same
  * size sweep and the same output lines as the C tool. Either side can be the C `rstream`.
  *

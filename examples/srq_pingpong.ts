@@ -1,5 +1,5 @@
 /**
- * srq_pingpong — `ibv_srq_pingpong` over this library: several RC QPs (default 16) that
+ * srq_pingpong - `ibv_srq_pingpong` over this library: several RC QPs (default 16) that
  * share one receive queue and one CQ; the same flags, TCP address exchange (a table of
  * 256 addresses) and result lines as the C tool.
  *

@@ -1,5 +1,5 @@
 /**
- * uc_pingpong — `ibv_uc_pingpong` over this library: one UC (unreliable connected) QP each side,
+ * uc_pingpong - `ibv_uc_pingpong` over this library: one UC (unreliable connected) QP each side,
  * SEND ping-pong, the same flags, TCP address exchange and result lines as the C tool, so either
  * side can be the C program. `-c` checks the received pages.
  *

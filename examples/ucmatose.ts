@@ -1,5 +1,5 @@
 /**
- * ucmatose — librdmacm's `ucmatose` (cmatose) over this library: RC connections through
+ * ucmatose - librdmacm's `ucmatose` (cmatose) over this library: RC connections through
  * rdma_cm, `-c` of them at once. The server accepts them, sends `-C` messages of `-S` bytes on
  * each and receives as many back; the client receives, then replies. `-m` moves every id to a
  * new event channel before disconnecting (`rdma_migrate_id`), `-t` sets the type of service and

@@ -1,5 +1,5 @@
 /**
- * ud_pingpong — `ibv_ud_pingpong` over this library: one UD QP each side, SENDs through an
+ * ud_pingpong - `ibv_ud_pingpong` over this library: one UD QP each side, SENDs through an
  * address handle (Q_Key 0x11111111), receive buffers with room for the 40-byte GRH; the
  * same flags, TCP address exchange and result lines as the C tool.
  *

@@ -1,5 +1,5 @@
 /**
- * udaddy — `udaddy` over this library: unreliable datagrams set up through rdma_cm.
+ * udaddy - `udaddy` over this library: unreliable datagrams set up through rdma_cm.
  * The client resolves the server's address and route on a UDP (or IPoIB) port-space
  * id and "connects" (an SIDR request); the server accepts with its UD QP number, and
  * the client learns the server's QPN, Q_Key and address handle from the ESTABLISHED

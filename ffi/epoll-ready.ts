@@ -1,6 +1,6 @@
 /**
  * The one way a waiter hands ready fds to the poller once it knows the epoll set is ready:
- * `epoll_wait(…, 0)` in batches until the set is drained, each batch's fds copied out of the
+ * `epoll_wait(..., 0)` in batches until the set is drained, each batch's fds copied out of the
  * event array. Shared by every waiter that learns "ready" without the events themselves.
  *
  * @module

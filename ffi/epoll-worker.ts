@@ -2,7 +2,7 @@
  * Bun's epoll worker: blocks in `epoll_wait` on the poller's set, copies the ready fds into
  * shared memory, posts to the JS thread and sleeps until the JS thread took them. Started by
  * `wait-bun.ts` from {@link EPOLL_WORKER_SOURCE}: the worker's code travels as text (a Blob
- * URL), so it starts from any file layout the package is installed in — JSR's npm
+ * URL), so it starts from any file layout the package is installed in - JSR's npm
  * compatibility layer ships transpiled `.js` files, where a `./epoll-worker.ts` URL would not
  * exist. Not part of the public API.
  *

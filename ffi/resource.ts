@@ -179,8 +179,8 @@ export abstract class NativeResource implements Disposable {
 }
 
 /**
- * True when `value` was constructed as `Class` (or a subclass of it), or — given a kind name such
- * as `"ProtectionDomain"` — as an object of that kind (subclasses keep their base's kind). The
+ * True when `value` was constructed as `Class` (or a subclass of it), or - given a kind name such
+ * as `"ProtectionDomain"` - as an object of that kind (subclasses keep their base's kind). The
  * check reads module-private state that only the constructor sets, so a look-alike object never
  * passes.
  * Kind names let a module check an argument without importing its class (which keeps the

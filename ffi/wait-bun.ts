@@ -4,8 +4,8 @@
  * thread:
  *
  * - `bun-socket` (default): Bun adopts a duplicate of the epoll fd itself; when the set is
- *   ready Bun's `recv` on it fails (ENOTSOCK) and Bun closes it — the `close` handler is the
- *   wake-up — the JS thread takes the ready fds with `epoll_wait(…, 0)`, and a fresh duplicate
+ *   ready Bun's `recv` on it fails (ENOTSOCK) and Bun closes it - the `close` handler is the
+ *   wake-up - the JS thread takes the ready fds with `epoll_wait(..., 0)`, and a fresh duplicate
  *   is adopted while events are wanted.
  * - `bun-uring`: a private io_uring polls the epoll fd and, when the set is ready, sends one
  *   byte into a socketpair whose other end Bun adopted once (`wait-uring.ts`). Falls back to
@@ -158,7 +158,7 @@ function bunConnect(): BunConnect | undefined {
  * adopted with `Bun.connect({ fd })` (Bun adopts any fd; an epoll fd is readable while its
  * ready list is not empty). When the set becomes ready, Bun's `recv` on it fails (ENOTSOCK)
  * and Bun closes the duplicate; its `close` handler is the wake-up: the JS thread takes the
- * ready fds with `epoll_wait(…, 0)` and adopts a fresh duplicate while events are still
+ * ready fds with `epoll_wait(..., 0)` and adopts a fresh duplicate while events are still
  * wanted. The adopted socket is ref'd only while events are wanted. If this Bun cannot adopt
  * the fd, the waiter falls back to the Worker path (its `kind` says which path is active).
  */

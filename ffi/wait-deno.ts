@@ -216,7 +216,7 @@ function socketClass(): NetSocketClass | null {
  * is ready, sends one byte into a socketpair whose other end Deno's own event loop watches
  * (through `node:net`, which adopts socket fds; it refuses an epoll fd or an eventfd). The
  * kernel does the send in the JS thread's own context and wakes it from its event loop's
- * `epoll_wait`; the JS thread then takes the ready fds with `epoll_wait(…, 0)` and re-arms the
+ * `epoll_wait`; the JS thread then takes the ready fds with `epoll_wait(..., 0)` and re-arms the
  * poll while events are wanted. The socket is ref'd only while events are wanted, so an idle
  * process exits; the ring itself never keeps the process alive. If anything fails (no io_uring,
  * a refused submission), the waiter falls back to the nonblocking path and `kind` says so.

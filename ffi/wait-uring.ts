@@ -3,8 +3,8 @@
  * epoll fd, linked (`IOSQE_IO_LINK`) to a one-byte `IORING_OP_SEND` into one end of a unix
  * socketpair. When the set becomes ready the kernel completes the poll and sends the byte on the
  * thread that submitted it (io_uring's task work, which wakes that thread out of its event
- * loop's `epoll_wait`), so a runtime that can watch a socket fd but not an epoll fd — Deno's
- * `node:net` accepts sockets and pipes only — is woken by its own event loop with no helper
+ * loop's `epoll_wait`), so a runtime that can watch a socket fd but not an epoll fd - Deno's
+ * `node:net` accepts sockets and pipes only - is woken by its own event loop with no helper
  * thread. Runtime-neutral: each runtime binds the raw calls ({@link UringCalls}).
  *
  * The task work is delivered like a signal without a handler: it ends the JS thread's
@@ -69,7 +69,7 @@ interface Mapping {
   length: number;
 }
 
-/** One epoll set → one socket byte per readiness, through a private io_uring. */
+/** One epoll set -> one socket byte per readiness, through a private io_uring. */
 export class EpollLink {
   /** The socket end that becomes readable (one byte per readiness); the runtime watches it. */
   readonly readFd: number;

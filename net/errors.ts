@@ -6,8 +6,8 @@
  *   `ERR_SOCKET_BAD_PORT`, `ERR_INVALID_ARG_TYPE`, `ERR_INVALID_ARG_VALUE`, `ERR_MISSING_ARGS`,
  *   `ERR_SERVER_ALREADY_LISTEN`, `ERR_SOCKET_CONNECTING`.
  * - Connection failures are the stream layer's errors, given Node's code:
- *   `ConnectionRefusedError` → `ECONNREFUSED`, `ConnectionResetError` → `ECONNRESET`, an
- *   `AbortedError` from a connect timeout → `ETIMEDOUT`, from an `AbortSignal` → `ABORT_ERR`.
+ *   `ConnectionRefusedError` -> `ECONNREFUSED`, `ConnectionResetError` -> `ECONNRESET`, an
+ *   `AbortedError` from a connect timeout -> `ETIMEDOUT`, from an `AbortSignal` -> `ABORT_ERR`.
  * - Operations on a socket that is not connected or already closed: `ClosedError` with
  *   `ERR_SOCKET_CLOSED`; `Server.close()` on a server that is not listening: `ClosedError` with
  *   `ERR_SERVER_NOT_RUNNING`.

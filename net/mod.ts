@@ -1,8 +1,8 @@
 /**
  * RDMA stream connections shaped like `node:net`: {@link createServer}, {@link connect} /
  * {@link createConnection}, and a {@link Socket} that is a `node:stream` `Duplex` with the usual
- * events and backpressure. Code written for `node:net` sockets — `node:http`'s own server and
- * client among it — runs over RDMA in Deno and in Bun; the peer can be a C program using
+ * events and backpressure. Code written for `node:net` sockets - `node:http`'s own server and
+ * client among it - runs over RDMA in Deno and in Bun; the peer can be a C program using
  * rsockets.
  *
  * ```ts

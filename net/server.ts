@@ -123,7 +123,7 @@ export class Server extends EventEmitter {
   /**
    * Starts listening: `listen(port[, host][, backlog][, cb])`, `listen(options[, cb])` or
    * `listen([cb])` (a port the kernel picks, every IPv4 address). `listening` is emitted on the
-   * next tick; a failure to bind (`EADDRINUSE`, no RDMA device on that address, …) is emitted
+   * next tick; a failure to bind (`EADDRINUSE`, no RDMA device on that address, ...) is emitted
    * as `error`. `cb` is a one-time `listening` listener.
    */
   listen(port?: number | string, host?: string, backlog?: number, cb?: () => void): this;

@@ -377,7 +377,7 @@ export class Socket extends Duplex {
   /**
    * Connects an unconnected socket: `connect(port[, host][, cb])` or `connect(options[, cb])`.
    * Emits `connect` and `ready` when established; a failure destroys the socket with the
-   * error (`ECONNREFUSED`, `ETIMEDOUT`, …). `cb` is a one-time `connect` listener.
+   * error (`ECONNREFUSED`, `ETIMEDOUT`, ...). `cb` is a one-time `connect` listener.
    */
   connect(options: NetConnectOptions, cb?: () => void): this;
   /** See the overload above. */

@@ -3,7 +3,7 @@
  *
  * - `"event"`: arm the CQ (`requestNotify`), drain it with `poll`, and only if it was empty
  *   wait for the completion channel's event through the poller. The order is always
- *   arm → drain → wait, so a completion landing between the drain and the wait still signals
+ *   arm -> drain -> wait, so a completion landing between the drain and the wait still signals
  *   the channel. A CQ already armed and not yet signalled is not re-armed.
  * - `"busy"`: poll in a tight loop for a slice ({@link BUSY_SLICE_MICROS}, or `spinMicros`), and
  *   between slices yield to the event loop (`setImmediate`), so timers and I/O keep running. A
@@ -19,8 +19,8 @@
  * event-loop wake-up, which costs far more than polling (measurements: poller/README.md and
  * bench/results/). Learning the budget per CQ keeps that gain where answers come back quickly and
  * stops a CQ whose completions come late from spinning in vain, while the ceiling keeps an idle
- * or loaded machine from losing more than {@link AUTO_SPIN_MAX_MICROS} µs of event loop per
- * wait. `"busy"` keeps a core busy, so it is never the default.
+ * CQ from costing more than {@link AUTO_SPIN_MAX_MICROS} µs of event loop per wait (a probe, for
+ * answers that came within a few times that, spins longer now and then). `"busy"` keeps a core busy, so it is never the default.
  *
  * One consumer per CQ: the functions here call `cq.poll()`, which overwrites the CQ's WC array.
  *
@@ -65,9 +65,14 @@ export const BUSY_SLICE_MICROS = 1000;
  *
  * A learnt budget follows the spins that caught their completion (a "hit" after `d` µs): up at
  * once to a later one, down slowly, with a margin, between {@link DEFAULT_SPIN_MICROS} / 4 and
- * its maximum. A spin that missed only shrinks the budget, so an idle or slow peer stops costing
- * spins. What a missed wait took cannot be learnt as such: it adds the event loop's own wake-up,
- * and when the peer missed its spin too, the peer's — two peers asleep wake each other for every
+ * its maximum. A spin that missed shrinks the arrival it learnt, so an idle or slow peer stops
+ * costing spins; the budget after a miss is 1.5x that arrival, which after a hit beyond the
+ * maximum (a probe's, below) stays above the maximum for a few misses, within the probe limit.
+ * Capping it at the maximum was measured slower for two slow peers and no faster in bulk
+ * (bench/results/2026-11-27-contention.md), so it is not capped.
+ *
+ * What a missed wait took cannot be learnt as such: it adds the event loop's own wake-up, and
+ * when the peer missed its spin too, the peer's - two peers asleep wake each other for every
  * message and would teach each other to keep sleeping. So a miss whose wait ended within reach
  * of a spin (at most the probe limit, a few times the maximum) counts, and every
  * {@link PROBE_EVERY}th such miss spins that long once: if the answer comes within it, the hit
@@ -216,8 +221,8 @@ interface CqState {
 /**
  * The wait state of each CQ that was waited on, until its waits are cancelled; then the CQ's entry
  * moves to `cancelled` with the reason given (null: closed, a fresh ClosedError per wait). No value
- * reaches its CQ once cancelled: V8's young-generation collector keeps a weak map's value — and
- * all it reaches — alive until a full collection (docs/06-lifetimes.md).
+ * reaches its CQ once cancelled: V8's young-generation collector keeps a weak map's value - and
+ * all it reaches - alive until a full collection (docs/06-lifetimes.md).
  */
 const states = new WeakMap<object, CqState>();
 const cancelled = new WeakMap<object, Error | null>();
@@ -410,7 +415,7 @@ async function eventWait(
   const max = options.max;
   const since = performance.now();
   for (;;) {
-    // arm → drain → wait
+    // arm -> drain -> wait
     if (!s.armed || (s.armedSolicited && !solicited)) {
       cq.requestNotify(solicited);
       s.armed = true;

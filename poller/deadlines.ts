@@ -6,8 +6,8 @@
  * The timer is not cleared when the set empties: it is unref'd (it no longer keeps the process
  * alive) and stays armed; a later deadline refs it again, and only a deadline earlier than the
  * armed one re-arms it. When it fires with nothing due it re-arms for the earliest pending
- * deadline, or stops. So a loop of one wait at a time with the same timeout — the common
- * `await cq.wait({ timeout })` loop — starts no timer and clears none: each wait costs a `ref()`
+ * deadline, or stops. So a loop of one wait at a time with the same timeout - the common
+ * `await cq.wait({ timeout })` loop - starts no timer and clears none: each wait costs a `ref()`
  * and an `unref()`, far cheaper than a timer started and cleared per wait in both runtimes
  * (`bench/wakeup-cost.ts` measures both; figures in `bench/results/host-wakeup.md`).
  *

@@ -1,6 +1,6 @@
 /**
  * The event-loop integration: completions, rdma_cm events and async events on the JS event
- * loop, by non-blocking reads — never by a blocked event loop.
+ * loop, by non-blocking reads - never by a blocked event loop.
  *
  * - {@link Poller}: one epoll set (edge-triggered) holding every watched fd and a wake eventfd;
  *   `Poller.default()` is the shared one. `register(fd, onReadable?)` gives an {@link FdWatch}

@@ -491,7 +491,7 @@ export class PollerHold implements HoldCounter {
 /**
  * The watches each fd owner holds (see {@link Poller.registerOwned}), and the owner of each owned
  * watch. Entries go when the watch or its owner closes, not when the engine collects them: V8's
- * young-generation collector keeps a weak map's value — and all it reaches — alive until a full
+ * young-generation collector keeps a weak map's value - and all it reaches - alive until a full
  * collection (docs/06-lifetimes.md).
  */
 const ownedBy = new WeakMap<object, Set<FdWatch>>();

@@ -1,8 +1,8 @@
 /**
  * The one wait primitive of the library: a {@link WaitList} of pending promises, each bounded by
- * an `AbortSignal` and/or a timeout ({@link WaitOptions}). Every awaitable in the library —
+ * an `AbortSignal` and/or a timeout ({@link WaitOptions}). Every awaitable in the library -
  * fd readiness, completions, tracked work requests, connection manager events, stream reads
- * and writes — is a wait in one of these lists. Timeouts share one timer (`deadlines.ts`).
+ * and writes - is a wait in one of these lists. Timeouts share one timer (`deadlines.ts`).
  *
  * @module
  */

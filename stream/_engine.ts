@@ -502,7 +502,7 @@ export class StreamEngine {
    * rsocket's `riowrite`: writes as much of `src[off, off + len)` as can be sent now to offset
    * `remoteOffset` of the buffers the peer mapped, by plain RDMA WRITEs of the bytes copied into
    * the send ring (inline when small). Each chunk needs what a data chunk needs (a send WR, ring
-   * space, and — as rsocket checks — a credit and a target SGE) but consumes no credit. Chunks
+   * space, and - as rsocket checks - a credit and a target SGE) but consumes no credit. Chunks
    * double up to {@link RS_MAX_TRANSFER} within one sequence of calls: `startChunk` starts one
    * (rsocket starts every `riowrite` at {@link RS_OLAP_START_SIZE}), 0 continues it. Returns the
    * bytes taken (0: wait for completions), -1 when this side may no longer send, -2 when nothing

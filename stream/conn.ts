@@ -1,5 +1,5 @@
 /**
- * {@link RdmaConn}: one rsocket-compatible stream connection, used like `Deno.Conn` — `read`,
+ * {@link RdmaConn}: one rsocket-compatible stream connection, used like `Deno.Conn` - `read`,
  * `write`, `readable`/`writable` web streams, `closeWrite`, `close`; made by `connect()`
  * (connect.ts) and by a listener's `accept()`.
  *
@@ -283,7 +283,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
    * rsocket's `riowrite`: writes `data` to `remoteOffset` of the buffers the peer mapped with
    * its `iomap()`, by RDMA WRITE (no receive, no credit, the peer's CPU is not involved);
    * resolves with `data.length` once every byte is posted (copied into the send ring, as
-   * rsocket does) — or, when `data` has at least `IOWRITE_ZERO_COPY_MIN` bytes in memory
+   * rsocket does) - or, when `data` has at least `IOWRITE_ZERO_COPY_MIN` bytes in memory
    * registered on this connection (a mapping's or an exposure's `buffer`), once the writes
    * completed, sent straight from it in one work request per mapped range. Stream data written after it resolves arrives after it. Rejects
    * with `UnmappedOffsetError` before sending anything when part of the range is not mapped.
@@ -721,7 +721,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     return p;
   }
 
-  /** Arms the CQ unless armed, then drains it (arm → drain → wait); returns what it polled. */
+  /** Arms the CQ unless armed, then drains it (arm -> drain -> wait); returns what it polled. */
   #armAndDrain(): number {
     if (!this.#armed) {
       if (!this.#watched) {
@@ -736,7 +736,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
 
   /**
    * Runs while operations wait: takes completions (busy: in slices between event-loop turns;
-   * otherwise arm → drain → wait for the completion channel), feeds them to the engine and wakes
+   * otherwise arm -> drain -> wait for the completion channel), feeds them to the engine and wakes
    * the waiting operations, which check again. Stops when nobody waits.
    */
   async #pump(): Promise<void> {

@@ -75,7 +75,7 @@ export class RevokedError extends RdmaError {}
 
 /**
  * The peer's device refused a one-sided operation (`IBV_WC_REM_ACCESS_ERR` and kin: the memory
- * was deregistered — revoked before the notice arrived — or the access is not granted), or the
+ * was deregistered - revoked before the notice arrived - or the access is not granted), or the
  * token does not grant the access (checked before posting: then the connection is unharmed).
  * A refusal by the device is a failed work request: the QP goes to the error state and the
  * connection is reset (RC semantics). The `cause` is the `WorkCompletionError`.

@@ -1,8 +1,8 @@
 /**
  * rsocket's iomap on a connection: `riomap`/`riounmap` (a buffer of this side registered and its
  * entry written into the peer's iomap table) and `riowrite` (plain RDMA WRITEs to the buffers the
- * peer mapped, found by offset in this side's own table). The wire work — entries, chunks,
- * credits — is the engine's ({@link StreamEngine.queueIomap}, {@link StreamEngine.ioWrite});
+ * peer mapped, found by offset in this side's own table). The wire work - entries, chunks,
+ * credits - is the engine's ({@link StreamEngine.queueIomap}, {@link StreamEngine.ioWrite});
  * this module owns the memory registrations, the peer's table slots and the waiting.
  *
  * @module

@@ -166,7 +166,7 @@ export interface ConnData {
   /** This library's capability bits (`RS_CAP_*`; 0 from a C rsocket). Default 0. */
   capabilities?: number;
   /**
-   * This library's connection tag (a random 16-bit value in reserved bytes 5–6; 0 from a C
+   * This library's connection tag (a random 16-bit value in reserved bytes 5-6; 0 from a C
    * rsocket): tokens of exposed memory carry it, so a token of another connection is caught.
    */
   tag?: number;

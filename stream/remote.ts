@@ -80,8 +80,8 @@ const construct = Symbol("ExposedMemory");
 
 /**
  * Memory exposed to the peer with `conn.expose()`. Send `token` to the peer; `close()` revokes
- * it (deregisters the memory — once this side's own operations that use it as local memory have
- * completed — and tells the peer). Its `buffer` is also local memory for zero-copy
+ * it (deregisters the memory - once this side's own operations that use it as local memory have
+ * completed - and tells the peer). Its `buffer` is also local memory for zero-copy
  * `remote()` operations of this connection.
  */
 export class ExposedMemory extends NativeResource {

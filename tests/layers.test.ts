@@ -188,6 +188,22 @@ test("layers: no library file over 900 lines, verbs/qp-ex.ts and cm/id.ts at mos
 });
 
 /**
+ * V8 keeps the source of every module it loaded, two bytes per character when one character of
+ * the file is outside Latin-1: 119 dashes and arrows in comments cost a Deno process 0.34 MiB of
+ * heap and 0.8 MiB of RSS (bench/results/2026-11-27-contention.md).
+ */
+test("layers: every shipped module is Latin-1 (V8 then keeps its source one byte per character)", () => {
+  const shipped = [...LAYERS, "examples"].flatMap((d) => files(d))
+    .concat(readdirSync(ROOT).filter((f) => f.endsWith(".ts")));
+  const wide = shipped.flatMap((f) => {
+    const lines = readFileSync(join(ROOT, f), "utf8").split("\n");
+    const i = lines.findIndex((l) => [...l].some((c) => c.codePointAt(0)! > 0xff));
+    return i < 0 ? [] : [`${f}:${i + 1}: ${lines[i].trim()}`];
+  });
+  assert.deepEqual(wide, []);
+});
+
+/**
  * V8's young-generation collector keeps a weak map's value, and all it reaches, alive until a full
  * collection: a map keyed by a per-connection object whose value reaches the object promoted each
  * closed connection whole (docs/06-lifetimes.md). Every weak map of the library is listed here with

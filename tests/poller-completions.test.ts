@@ -371,6 +371,16 @@ test("SpinBudget: learns from hits, shrinks on misses, probes only answers withi
   assert.equal(seen.filter((m) => m === 3000).length, 2, `two probes of 2,400 × 1.25: ${seen}`);
   b.hit(2000); // a hit beyond the steady maximum is capped
   assert.equal(b.micros, 1000);
+  // the misses after it spin up to 1.5x the arrival learnt from it, within the probe limit, and
+  // shrink from there back under the maximum
+  const after: number[] = [];
+  for (let i = 0; i < 6; i++) {
+    b.miss();
+    after.push(b.micros);
+  }
+  assert.ok(after[0] > 1000 && after[0] <= 5000, `a miss after a 2,000 µs hit: ${after}`);
+  assert.ok(after.every((m, i) => i === 0 || m < after[i - 1]), `then shrinking: ${after}`);
+  assert.ok(after[5] <= 1000, `back under the maximum: ${after}`);
   const fixed = new SpinBudget(50);
   fixed.miss();
   fixed.late(100);

@@ -12,7 +12,7 @@ import { InvalidArgumentError } from "./errors.ts";
 export function describe(v: unknown): string {
   switch (typeof v) {
     case "string":
-      return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
+      return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}...` : v);
     case "bigint":
       return `${v}n`;
     case "symbol":

@@ -27,7 +27,7 @@ export * from "./enums/verbs.ts";
 export * from "./enums/verbs-str.ts";
 export * from "./enums/cm.ts";
 
-/** An enum or flag table: C names without their prefix → values. */
+/** An enum or flag table: C names without their prefix -> values. */
 export type EnumTable = Readonly<Record<string, number | bigint>>;
 
 /**

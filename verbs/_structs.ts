@@ -7,7 +7,7 @@
 
 import type { StructLayout } from "../types/layout.ts";
 
-/** `max_qp_wr` → `maxQpWr`. */
+/** `max_qp_wr` -> `maxQpWr`. */
 export function camel(name: string): string {
   return name.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 }

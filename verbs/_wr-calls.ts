@@ -1,6 +1,6 @@
 /**
- * Internal: the `ibv_wr_*` calls of one extended QP — the function pointers of its
- * `struct ibv_qp_ex`, each prepared once as an FFI call — and the native staging memory their
+ * Internal: the `ibv_wr_*` calls of one extended QP - the function pointers of its
+ * `struct ibv_qp_ex`, each prepared once as an FFI call - and the native staging memory their
  * arguments point into (an SGE array, one `ibv_mw_bind_info`, `maxInlineData` inline bytes).
  * Everything here assumes checked arguments: `QueuePairEx`, `SendBatch` and `PreparedSendEx`
  * check before they call.

@@ -173,7 +173,7 @@ export class CompletionQueueEx extends CompletionQueue {
     this.#session = session;
   }
 
-  /** The names of the reported fields (`IBV_WC_EX_WITH_…`). */
+  /** The names of the reported fields (`IBV_WC_EX_WITH_...`). */
   get wcFlagNames(): string[] {
     return flagNames(CreateCqWcFlags, this.wcFlags, "IBV_WC_EX_");
   }

@@ -1,7 +1,7 @@
 /**
  * Memory windows (`ibv_alloc_mw`): type 2 windows are bound with a BIND_MW send
  * work request on a QP of the same PD and invalidated with LOCAL_INV (or a peer's
- * SEND_WITH_INV); type 1 windows are bound with `mw.bind(qp, …)` (`ibv_bind_mw`, which posts
+ * SEND_WITH_INV); type 1 windows are bound with `mw.bind(qp, ...)` (`ibv_bind_mw`, which posts
  * the bind on the QP's send queue) and unbound with `mw.unbind(qp)`.
  *
  * @module

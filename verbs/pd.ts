@@ -176,7 +176,7 @@ export class ProtectionDomain extends NativeResource {
 
   /**
    * `ibv_create_qp_ex` with `send_ops_flags`: a QP that also posts through the `ibv_wr_*` API
-   * (`postSendEx`, `prepareSendEx`, `startBatch` …). Providers without it raise UnsupportedError.
+   * (`postSendEx`, `prepareSendEx`, `startBatch` ...). Providers without it raise UnsupportedError.
    */
   createQpEx(init: QpExInit): QueuePairEx {
     this.assertOpen();

@@ -1,7 +1,7 @@
 /**
  * Send work requests prepared once on an extended QP (`qpx.prepareSendEx`): one prepared FFI
  * call per `ibv_wr_*` builder and setter, their SGE arrays and inline bytes in native memory.
- * `post()` replays the whole batch (`ibv_wr_start` … `ibv_wr_complete`) and allocates nothing;
+ * `post()` replays the whole batch (`ibv_wr_start` ... `ibv_wr_complete`) and allocates nothing;
  * the setters change one WR in place between posts.
  *
  * @module
@@ -168,7 +168,7 @@ export class PreparedSendEx extends NativeResource {
     };
   }
 
-  /** Posts the whole batch again (`ibv_wr_start` … `ibv_wr_complete`); allocates nothing. */
+  /** Posts the whole batch again (`ibv_wr_start` ... `ibv_wr_complete`); allocates nothing. */
   post(): void {
     if (this.closed) this.assertOpen();
     this.#checkPost();

@@ -5,7 +5,7 @@
  *
  * Three ways to post, all checked before the provider sees anything:
  * - `postSendEx(wrs)`: the same work-request shapes as `postSend` (plus `xrcSrqn` on XRC_SEND
- *   QPs), posted in one `ibv_wr_start` … `ibv_wr_complete` batch.
+ *   QPs), posted in one `ibv_wr_start` ... `ibv_wr_complete` batch.
  * - `prepareSendEx(wrs)`: every call prepared once (arguments, SGE arrays and inline bytes in
  *   native memory); `post()` replays the batch and allocates nothing (`prepared-ex.ts`).
  * - the C API itself: `startBatch()` opens a {@link SendBatch} with one builder per opcode and
@@ -283,7 +283,7 @@ export class QueuePairEx extends QueuePair {
 
   /**
    * Builds send WRs once as prepared `ibv_wr_*` calls; `prepared.post()` replays the batch
-   * (`ibv_wr_start` … `ibv_wr_complete`) allocating nothing. All are checked now; BIND_MW is
+   * (`ibv_wr_start` ... `ibv_wr_complete`) allocating nothing. All are checked now; BIND_MW is
    * refused (each bind needs a new rkey: post it with `postSendEx`).
    */
   prepareSendEx(wrs: SendWrEx | readonly SendWrEx[]): PreparedSendEx {

@@ -1,6 +1,6 @@
 /**
- * The state transitions of a connected QP as attributes: RESET → INIT, INIT → RTR towards the
- * other end, RTR → RTS, with the defaults the transition helpers of `QueuePair` and
+ * The state transitions of a connected QP as attributes: RESET -> INIT, INIT -> RTR towards the
+ * other end, RTR -> RTS, with the defaults the transition helpers of `QueuePair` and
  * `XrcRecvQp` use. The other end's QP number, PSN and GID are the caller's to exchange.
  *
  * @module
@@ -57,7 +57,7 @@ export interface QpTransitionOptions {
   readonly sl?: number;
 }
 
-/** RESET → INIT: port, P_Key index, and the access flags (RC, UC, XRC) or the Q_Key (UD). */
+/** RESET -> INIT: port, P_Key index, and the access flags (RC, UC, XRC) or the Q_Key (UD). */
 export function initAttr(type: QpType, o: QpTransitionOptions): QpAttr {
   return {
     qpState: QpState.INIT,
@@ -68,7 +68,7 @@ export function initAttr(type: QpType, o: QpTransitionOptions): QpAttr {
 }
 
 /**
- * INIT → RTR towards `remote`: its QP number and PSN, the path to it, and for a responder of
+ * INIT -> RTR towards `remote`: its QP number and PSN, the path to it, and for a responder of
  * RC semantics (`rc`) its RDMA-read resources and RNR timer. `what` names the caller and
  * `missing` what it says when no endpoint was given.
  */
@@ -102,7 +102,7 @@ export function rtrAttr(
   };
 }
 
-/** RTR → RTS: the send PSN; RC also its timeout, retry counts and initiator depth. */
+/** RTR -> RTS: the send PSN; RC also its timeout, retry counts and initiator depth. */
 export function rtsAttr(type: QpType, o: QpTransitionOptions): QpAttr {
   return {
     qpState: QpState.RTS,

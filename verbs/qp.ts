@@ -1,6 +1,6 @@
 /**
  * Queue pairs (RC, UC, UD): create with capabilities (the granted ones are read back), modify
- * with typed attributes and the INIT→RTR→RTS helpers, query, post checked work requests, or
+ * with typed attributes and the INIT->RTR->RTS helpers, query, post checked work requests, or
  * prepare them once and re-post with one FFI call.
  *
  * @module
@@ -179,25 +179,25 @@ export class QueuePair extends NativeResource {
     return queryQp(this.ptr, this.#attr, QUERY_MASK);
   }
 
-  /** RESET → INIT (port, P_Key index, and access flags for RC/UC or Q_Key for UD). */
+  /** RESET -> INIT (port, P_Key index, and access flags for RC/UC or Q_Key for UD). */
   toInit(o: QpTransitionOptions = {}): void {
     this.modify(initAttr(this.type, o));
   }
 
-  /** INIT → RTR. RC/UC need the remote QP number, PSN and GID (or LID); UD needs nothing. */
+  /** INIT -> RTR. RC/UC need the remote QP number, PSN and GID (or LID); UD needs nothing. */
   toRtr(remote?: RemoteEndpoint, o: QpTransitionOptions = {}): void {
     if (this.type === QpType.UD) return this.modify({ qpState: QpState.RTR });
     const what = "an RC/UC QP needs the remote endpoint";
     this.modify(rtrAttr("toRtr", what, remote, o, this.type === QpType.RC));
   }
 
-  /** RTR → RTS (send PSN; RC also timeout, retry counts, initiator depth). */
+  /** RTR -> RTS (send PSN; RC also timeout, retry counts, initiator depth). */
   toRts(o: QpTransitionOptions = {}): void {
     this.modify(rtsAttr(this.type, o));
   }
 
   /**
-   * RESET → INIT → RTR → RTS in one call, with the other end's QP number, PSN and GID (none for
+   * RESET -> INIT -> RTR -> RTS in one call, with the other end's QP number, PSN and GID (none for
    * UD). The connection itself is the caller's: exchange the endpoints out of band first.
    */
   activate(remote: RemoteEndpoint | undefined, o: QpTransitionOptions = {}): void {

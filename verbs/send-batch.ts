@@ -1,8 +1,8 @@
 /**
  * The `ibv_wr_*` post API call by call, as an object: `qpx.startBatch()` calls `ibv_wr_start`
  * and returns a {@link SendBatch}, which holds the WR being built and what it still needs. Each
- * WR is a builder (`send()`, `rdmaWrite()`, …) and its setters (`setSge()`, `setInlineData()`,
- * `setUdAddr()`, …); `complete()` posts the batch (`ibv_wr_complete`), `abort()` discards it
+ * WR is a builder (`send()`, `rdmaWrite()`, ...) and its setters (`setSge()`, `setInlineData()`,
+ * `setUdAddr()`, ...); `complete()` posts the batch (`ibv_wr_complete`), `abort()` discards it
  * (`ibv_wr_abort`), and disposing of an open batch aborts it:
  *
  * ```ts ignore
@@ -58,7 +58,7 @@ export interface BatchContext {
 }
 
 /**
- * An open `ibv_wr_start` … `ibv_wr_complete` batch on an extended QP (see the module doc). Made
+ * An open `ibv_wr_start` ... `ibv_wr_complete` batch on an extended QP (see the module doc). Made
  * by `qpx.startBatch()`; it belongs to the QP, which aborts it when it closes.
  */
 export class SendBatch extends NativeResource {

@@ -4,7 +4,7 @@
  *
  * Numbers: 64-bit values (`wrId`, remote addresses, atomic operands) are {@link U64}: a
  * `bigint`, or a non-negative safe-integer `number` (exact below 2^53, and allocation-free on
- * the hot path). They come back as `bigint` (`wc.wrId`, `mr.addr`), with a `…Number` accessor
+ * the hot path). They come back as `bigint` (`wc.wrId`, `mr.addr`), with a `...Number` accessor
  * where the hot path wants no BigInt (`wc.wrIdNumber`, `mr.addrNumber`).
  *
  * Flag masks (`flags`, `access`) are numbers: an OR of the bits of their table
@@ -230,7 +230,7 @@ export interface SendLimits {
 
 /** The rules of one send opcode. */
 export interface OpcodeRule {
-  /** The C name, `IBV_WR_…`. */
+  /** The C name, `IBV_WR_...`. */
   readonly name: string;
   /** QP types that may post it. */
   readonly qpTypes: readonly QpType[];
@@ -325,7 +325,7 @@ export function isU32(v: unknown): v is number {
   return Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 0xffffffff;
 }
 
-/** A 32-bit value with its bytes swapped: host order ↔ the network order of `__be32` fields. */
+/** A 32-bit value with its bytes swapped: host order <-> the network order of `__be32` fields. */
 export function bswap32(v: number): number {
   return (((v & 0xff) << 24) | ((v & 0xff00) << 8) | ((v >>> 8) & 0xff00) | (v >>> 24)) >>> 0;
 }

@@ -2,7 +2,7 @@
  * XRC (eXtended Reliable Connected transport): an XRC domain (`ibv_open_xrcd`) holds XRC SRQs
  * (`ibv_create_srq_ex`, type XRC) and XRC receive QPs (`ibv_create_qp_ex` type XRC_RECV, or
  * `ibv_open_qp` to share one across processes); a sender's XRC_SEND QP
- * (`pd.createQpEx({ type: QpType.XRC_SEND, … })`) reaches any SRQ of the remote domain by its
+ * (`pd.createQpEx({ type: QpType.XRC_SEND, ... })`) reaches any SRQ of the remote domain by its
  * number (`xrcSrqn` of each work request, posted with `postSendEx`).
  *
  * Lifetimes: the domain belongs to its context and closes its SRQs and receive QPs first; an
@@ -339,7 +339,7 @@ export class XrcRecvQp extends NativeResource {
     return queryQp(this.ptr, this.#attr, QpStateMask);
   }
 
-  /** RESET → INIT → RTR towards the remote XRC_SEND QP (its number and PSN, GID on RoCE). */
+  /** RESET -> INIT -> RTR towards the remote XRC_SEND QP (its number and PSN, GID on RoCE). */
   activate(remote: RemoteEndpoint, o: QpTransitionOptions = {}): void {
     const rtr = rtrAttr("activate", "the remote XRC_SEND endpoint is required", remote, o, true);
     this.modify(initAttr(QpType.XRC_RECV, o));

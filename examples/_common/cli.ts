@@ -1,6 +1,6 @@
 /**
  * Command-line handling shared by the example tools: the strict option parser of `args.ts`
- * (no Node compatibility layer at start-up), `--help`, numbers written like C's `strtol(…, 0)` (decimal,
+ * (no Node compatibility layer at start-up), `--help`, numbers written like C's `strtol(..., 0)` (decimal,
  * `0x` hex, leading-zero octal), and a `main` wrapper that turns bad arguments into the
  * usage text with exit code 1 and library errors into one line, never a stack trace.
  *

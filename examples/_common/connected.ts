@@ -1,6 +1,6 @@
 /**
  * The connected pingpong tools, `ibv_rc_pingpong` and `ibv_uc_pingpong`: one QP each side (RC or
- * UC), the TCP address exchange, the ping-pong loop, and the C tools' optional features —
+ * UC), the TCP address exchange, the ping-pong loop, and the C tools' optional features -
  * `-c` (the client marks the start of every page, the server checks them at the end; both
  * tools), and rc_pingpong's `-o`/`-O` (on-demand paging, implicit), `-P` (prefetch the ODP MR),
  * `-t` (completion timestamps), `-j` (device memory), `-N` (the `ibv_wr_*` post API). A feature

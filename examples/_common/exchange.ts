@@ -57,7 +57,7 @@ export function decodeDest(bytes: Uint8Array): Dest {
 }
 
 /**
- * The `  local address:  LID 0x…, QPN 0x…, PSN 0x…, GID …` line. `sep` is the text
+ * The `  local address:  LID 0x..., QPN 0x..., PSN 0x..., GID ...` line. `sep` is the text
  * between the PSN and `GID` (`, `; ud_pingpong's local line has `: `).
  */
 export function destLine(label: "local" | "remote", d: Dest, sep = ", "): string {

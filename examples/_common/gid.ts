@@ -16,7 +16,7 @@ export function zeroGid(): GidBytes {
   return new Uint8Array(16);
 }
 
-/** Parses `fe80:0000:…` (eight groups) or compressed IPv6 text into 16 bytes. */
+/** Parses `fe80:0000:...` (eight groups) or compressed IPv6 text into 16 bytes. */
 export function gidFromText(text: string): GidBytes {
   return parseGid(text);
 }

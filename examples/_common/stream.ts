@@ -184,7 +184,7 @@ export const TEST_SIZES: readonly (readonly [number, number])[] = [
   [(1 << 22) + (1 << 21), 1],
 ];
 
-/** `size_str` of librdmacm's examples: 1.5k, 64k, 1m, … */
+/** `size_str` of librdmacm's examples: 1.5k, 64k, 1m, ... */
 export function sizeStr(size: number): string {
   let base = 1;
   let mag = "";
@@ -196,7 +196,7 @@ export function sizeStr(size: number): string {
   return fraction ? `${whole}.${fraction}${mag}` : `${whole}${mag}`;
 }
 
-/** `cnt_str` of librdmacm's examples: 1k, 100k, 1m, … */
+/** `cnt_str` of librdmacm's examples: 1k, 100k, 1m, ... */
 export function cntStr(cnt: number): string {
   if (cnt >= 1e9) return `${Math.floor(cnt / 1e9)}b`;
   if (cnt >= 1e6) return `${Math.floor(cnt / 1e6)}m`;

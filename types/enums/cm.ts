@@ -1,6 +1,6 @@
 /**
  * The enums, flags and constants of librdmacm (`<rdma/rdma_cma.h>`), each as a
- * frozen name→value object whose keys are the C names without their prefix, the
+ * frozen name->value object whose keys are the C names without their prefix, the
  * `rdma_event_str` function, and the private-data limits of the connection manager.
  *
  * @module
@@ -29,7 +29,7 @@ Object.freeze(CmEventType);
 /** A value of {@link CmEventType}. */
 export type CmEventType = typeof CmEventType[keyof typeof CmEventType];
 
-/** `rdma_event_str`: "RDMA_CM_EVENT_…" for a {@link CmEventType}, "UNKNOWN EVENT" otherwise. */
+/** `rdma_event_str`: "RDMA_CM_EVENT_..." for a {@link CmEventType}, "UNKNOWN EVENT" otherwise. */
 export function cmEventStr(event: number): string {
   for (const [k, v] of Object.entries(CmEventType)) {
     if (v === event) return `RDMA_CM_EVENT_${k}`;
@@ -142,29 +142,29 @@ export const RDMA_MAX_PRIVATE_DATA = 256;
  * first so that the error names the limit.
  *
  * **InfiniBand and RoCE** (both use the IB CM, whose MADs have fixed-size private
- * data fields: REQ 92, REP 196, REJ 148, SIDR REQ 216, SIDR REP 136 bytes — the
+ * data fields: REQ 92, REP 196, REJ 148, SIDR REQ 216, SIDR REP 136 bytes - the
  * `IB_CM_*_PRIVATE_DATA_SIZE` values of the kernel's `ib_cm.h`, from the
  * InfiniBand Architecture Specification vol. 1 ch. 12). For an id bound to an IP
  * address (`AF_INET`/`AF_INET6`) the kernel rdma_cm prepends its own 36-byte header
  * (`struct cma_hdr`: version 1, IP version 1, port 2, source and destination
  * address 16 + 16) to the private data of REQ and SIDR REQ only:
- * - `connect` 56 = 92 − 36 (`RDMA_PS_TCP`/`RDMA_PS_IB`, RC);
+ * - `connect` 56 = 92 - 36 (`RDMA_PS_TCP`/`RDMA_PS_IB`, RC);
  * - `accept` 196 (REP), `reject` 148 (REJ);
- * - `udConnect` 180 = 216 − 36 (SIDR REQ, `RDMA_PS_UDP`/`RDMA_PS_IPOIB`);
+ * - `udConnect` 180 = 216 - 36 (SIDR REQ, `RDMA_PS_UDP`/`RDMA_PS_IPOIB`);
  * - `udAccept` 136 and `udReject` 136 (both sent as a SIDR REP).
  *
  * An id with native IB addressing (`AF_IB`) carries no header, so `connect` may use
  * the whole 92 (`connectAfIb`) and `udConnect` 216 (`udConnectAfIb`), less any
  * header that `rdma_getaddrinfo` put in `ai_connect` (librdmacm sends it in front
  * of the caller's data). On receipt, a `CONNECT_REQUEST` event always reports
- * 92 − 36 = 56 bytes (the REQ field, zero-padded), whatever the peer sent.
+ * 92 - 36 = 56 bytes (the REQ field, zero-padded), whatever the peer sent.
  *
  * **iWARP** (MPA, RFC 5044; extended by RFC 6581). The MPA request/reply frame
  * carries up to 512 bytes of private data by the RFC, but the kernel's iWARP
  * drivers cap it at 256 (`MPA_MAX_PRIVATE_DATA` in cxgb4, `MPA_MAX_PRIVDATA` =
  * `RDMA_MAX_PRIVATE_DATA` in siw and erdma). The kernel's iWARP CM event reports the
- * private-data length — which, with MPA v2, includes the 4-byte IRD/ORD block — in a
- * `u8`, so 255 − 4 = 251 bytes is what reaches a peer (measured on siw: 251 arrive,
+ * private-data length - which, with MPA v2, includes the 4-byte IRD/ORD block - in a
+ * `u8`, so 255 - 4 = 251 bytes is what reaches a peer (measured on siw: 251 arrive,
  * 252 are dropped and the connect ends in REJECTED). No rdma_cm header is added.
  * `connect`, `accept` and `reject` share the limit.
  */

@@ -1,6 +1,6 @@
 /**
  * The enums and flag sets of libibverbs (`<infiniband/verbs.h>`), each as a frozen
- * name→value object whose keys are the C names without their prefix (the string functions of
+ * name->value object whose keys are the C names without their prefix (the string functions of
  * libibverbs are in `verbs-str.ts`).
  *
  * The values are those of rdma-core 44; `tests/enums.test.ts` compares every one
@@ -291,13 +291,13 @@ Object.freeze(MigState);
 /** A value of {@link MigState}. */
 export type MigState = typeof MigState[keyof typeof MigState];
 
-/** `enum ibv_mtu`: a path MTU (`IBV_MTU_256` … `IBV_MTU_4096`). */
+/** `enum ibv_mtu`: a path MTU (`IBV_MTU_256` ... `IBV_MTU_4096`). */
 export const Mtu = { MTU_256: 1, MTU_512: 2, MTU_1024: 3, MTU_2048: 4, MTU_4096: 5 } as const;
 Object.freeze(Mtu);
 /** A value of {@link Mtu}. */
 export type Mtu = typeof Mtu[keyof typeof Mtu];
 
-/** The size in bytes of an {@link Mtu} value (256 … 4096), or `undefined` if it is none. */
+/** The size in bytes of an {@link Mtu} value (256 ... 4096), or `undefined` if it is none. */
 export function mtuToBytes(mtu: number): number | undefined {
   return Number.isInteger(mtu) && mtu >= 1 && mtu <= 5 ? 128 << mtu : undefined;
 }
@@ -432,7 +432,7 @@ export function widthStr(width: number): string {
 
 /**
  * The `active_speed` values of a port (the kernel's `IB_SPEED_*`): the signalling
- * rate of one lane, SDR 2.5 Gb/s … NDR 100 Gb/s.
+ * rate of one lane, SDR 2.5 Gb/s ... NDR 100 Gb/s.
  */
 export const PortSpeed = {
   SDR: 1,
@@ -535,7 +535,7 @@ Object.freeze(TransportType);
 /** A value of {@link TransportType}. */
 export type TransportType = typeof TransportType[keyof typeof TransportType];
 
-/** A transport as `ibv_devinfo` prints it: "InfiniBand", "iWARP", …, or "invalid transport". */
+/** A transport as `ibv_devinfo` prints it: "InfiniBand", "iWARP", ..., or "invalid transport". */
 export function transportTypeStr(transport: number): string {
   switch (transport) {
     case TransportType.IB:
