@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Start-up: the time from process start until an rdma_cm id listens (`rdma res show cm_id`
 # shows it), for C `rping -s` and for examples/rping.ts in Deno and in Bun, in interleaved
-# rounds; prints the medians (min–max) and the ratios to C as a markdown table. Deno's first
-# round runs with an empty module cache (what a first `deno run` pays), the rest warm.
+# rounds, beside each runtime's bare start (`deno eval 1`, `bun -e 1`, start to exit); prints the
+# medians (min–max), the ratios to C and what the library and the tool take above the bare
+# runtime as a markdown table. Deno's first round runs with an empty module cache in $TMPDIR (what
+# a first `deno run` pays); the "local cache" column then reuses that cache, warm: in the guest the
+# default DENO_DIR is the host's, read over 9p, which a machine's own disk does not cost.
 #
 #   bench/startup.sh [ROUNDS]          (on a machine with an RDMA device, e.g. in the guest)
 set -uo pipefail
@@ -34,6 +37,15 @@ measure() {
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'
 }
 
+# bare CMD... : seconds from start to exit
+bare() {
+  local t0 t1
+  t0=$(date +%s%N)
+  "$@" >/dev/null 2>&1
+  t1=$(date +%s%N)
+  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'
+}
+
 declare -A times
 for r in $(seq "$rounds"); do
   times[C]+="$(measure rping -s -a "$ip" -p "$port" -C 1) "
@@ -41,17 +53,27 @@ for r in $(seq "$rounds"); do
     times[Deno-cold]="$(DENO_DIR=$cold measure deno run --allow-all examples/rping.ts -s -a "$ip" -p "$port" -C 1)"
   fi
   times[Deno]+="$(measure deno run --allow-all examples/rping.ts -s -a "$ip" -p "$port" -C 1) "
+  times[Deno-local]+="$(DENO_DIR=$cold measure deno run --allow-all examples/rping.ts -s -a "$ip" -p "$port" -C 1) "
   times[Bun]+="$(measure bun examples/rping.ts -s -a "$ip" -p "$port" -C 1) "
+  times[deno-bare]+="$(bare deno eval 1) "
+  times[bun-bare]+="$(bare bun -e 1) "
 done
 
 # stats "v1 v2 …" → "median (min–max)"
 stats() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ a[NR] = $1 } END { m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.2f s (%.2f–%.2f)", m, a[1], a[NR] }'; }
 median() { stats "$1" | cut -d' ' -f1; }
 c=$(median "${times[C]}")
-echo "| start until listening ($rounds rounds) | C | Deno | Bun | Deno/C | Bun/C |"
-echo "|---|---|---|---|---|---|"
+echo "| start until listening ($rounds rounds) | C | Deno | Deno, local cache | Bun | Deno/C | Bun/C |"
+echo "|---|---|---|---|---|---|---|"
 ratio() { awk -v a="$1" -v b="$c" 'BEGIN { printf "%.2f×", a / b }'; }
-echo "| rping -s | $(stats "${times[C]}") | $(stats "${times[Deno]}") | $(stats "${times[Bun]}") |" \
+echo "| rping -s | $(stats "${times[C]}") | $(stats "${times[Deno]}") |" \
+  "$(stats "${times[Deno-local]}") | $(stats "${times[Bun]}") |" \
   "$(ratio "$(median "${times[Deno]}")") | $(ratio "$(median "${times[Bun]}")") |"
+echo "| bare runtime (start to exit) | | $(stats "${times[deno-bare]}") | | $(stats "${times[bun-bare]}") | | |"
+above() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.2f s", a - b }'; }
+db=$(median "${times[deno-bare]}")
 echo
+echo "Above the bare runtime (medians): Deno $(above "$(median "${times[Deno]}")" "$db")," \
+  "with the local cache $(above "$(median "${times[Deno-local]}")" "$db");" \
+  "Bun $(above "$(median "${times[Bun]}")" "$(median "${times[bun-bare]}")")."
 echo "Deno with an empty module cache (first run): ${times[Deno-cold]} s."
