@@ -11,9 +11,10 @@
  *   core while waiting.
  * - `"adaptive"` (the default): poll in a tight loop for a spin budget, then arm and wait like
  *   `"event"` (the idea of rsocket's `rpoll`, which spins for a fixed time). The budget is
- *   learnt per CQ from the spins that caught their completions ({@link SpinBudget}), so a
- *   ping-pong whose answer comes back within the budget never pays a wake-up and an idle CQ
- *   spins almost nothing; `spinMicros` fixes the budget instead.
+ *   learnt per CQ from the spins that caught their completions, and while most spins hit at
+ *   least a few wake-ups' worth ({@link SpinBudget}), so a ping-pong whose answer comes back
+ *   within the budget never pays a wake-up and an idle CQ spins almost nothing; `spinMicros`
+ *   fixes the budget instead.
  *
  * Why `"adaptive"` is the default: a completion that lands within the spin saves a whole
  * event-loop wake-up, which costs far more than polling (measurements: poller/README.md and
@@ -71,13 +72,19 @@ export const BUSY_SLICE_MICROS = 1000;
  * Capping it at the maximum was measured slower for two slow peers and no faster in bulk
  * (bench/results/2026-11-27-contention.md), so it is not capped.
  *
- * What a missed wait took cannot be learnt as such: it adds the event loop's own wake-up, and
- * when the peer missed its spin too, the peer's - two peers asleep wake each other for every
- * message and would teach each other to keep sleeping. So a miss whose wait ended within reach
- * of a spin (at most the probe limit, a few times the maximum) counts, and every
- * {@link PROBE_EVERY}th such miss spins that long once: if the answer comes within it, the hit
- * brings the budget back and the peers leave the asleep-asleep state. A wait that ended beyond
- * the probe limit (an idle peer) never makes a probe.
+ * While at least half of its spins hit (a conversation: the peer answers soon), a learnt budget
+ * spins at least four times the process's least recent wake-up ({@link WakeCost}), up to its
+ * maximum: a miss there costs this side's wake-up and, because its answer then comes late, the
+ * peer's too, each typically about twice the least one. This is the classic spin-then-block rule
+ * (spin about as long as blocking costs) with the cost that was measured; it keeps two peers from
+ * the state in which each one's wake-up makes the other miss, which a budget learnt from the
+ * answers' times alone fell into (bench/results/2026-11-27-spin.md). Once most spins miss (bulk
+ * transfers, an idle or thinking peer), the floor is off and the budget shrinks as above.
+ *
+ * Misses whose wait ended within reach of a spin (at most the probe limit, a few times the
+ * maximum) count, and every {@link PROBE_EVERY}th such miss spins that long once: if the answer
+ * comes within it, the hit brings the budget back. A wait that ended beyond the probe limit (an
+ * idle peer) never makes a probe.
  */
 export class SpinBudget {
   /** The budget of the next spin, in microseconds. */
@@ -88,13 +95,22 @@ export class SpinBudget {
   readonly #max: number;
   readonly #min: number;
   readonly #probeMax: number;
+  readonly #wake: WakeCost;
+  /** How often spins hit lately (a moving average, 0..1). */
+  #hits = 0;
 
   /**
    * A learnt budget (`fixed` undefined: starting at {@link DEFAULT_SPIN_MICROS}, at most `max`,
-   * default {@link AUTO_SPIN_MAX_MICROS}; probes at most `probeMax`, default 5 × `max`) or a
-   * fixed one.
+   * default {@link AUTO_SPIN_MAX_MICROS}; probes at most `probeMax`, default 5 × `max`; weighs
+   * misses by `wake`, default the process's) or a fixed one.
    */
-  constructor(fixed?: number, max: number = AUTO_SPIN_MAX_MICROS, probeMax = 5 * max) {
+  constructor(
+    fixed?: number,
+    max: number = AUTO_SPIN_MAX_MICROS,
+    probeMax = 5 * max,
+    wake: WakeCost = WakeCost.process,
+  ) {
+    this.#wake = wake;
     this.#fixed = fixed !== undefined;
     this.#max = max;
     this.#probeMax = Math.max(max, probeMax);
@@ -106,25 +122,68 @@ export class SpinBudget {
   hit(delay: number): void {
     if (this.#fixed) return;
     this.#reachable = 0;
+    this.#hits += (1 - this.#hits) / 16;
     this.#arrival = delay > this.#arrival ? delay : this.#arrival + (delay - this.#arrival) / 8;
-    this.micros = Math.min(this.#max, Math.max(this.#min, this.#arrival * 1.5 + 2));
+    this.micros = this.#floored(Math.min(this.#max, Math.max(this.#min, this.#arrival * 1.5 + 2)));
   }
 
   /** A spin ran out: the budget shrinks. */
   miss(): void {
     if (this.#fixed) return;
+    this.#hits -= this.#hits / 16;
     this.#arrival = Math.max(this.#min, this.#arrival * 0.75);
-    this.micros = Math.max(this.#min, this.#arrival * 1.5 + 2);
+    this.micros = this.#floored(Math.max(this.#min, this.#arrival * 1.5 + 2));
+  }
+
+  /** While most spins hit (a conversation), a budget spins at least two wake-ups' worth. */
+  #floored(micros: number): number {
+    if (this.#hits < 0.5) return micros;
+    const floor = Math.min(this.#max, 4 * this.#wake.micros);
+    return micros > floor ? micros : floor;
   }
 
   /**
-   * The wait that followed a miss ended `delay` µs after that spin started. Within the probe
-   * limit, every {@link PROBE_EVERY}th such wait makes the next spin last that long (a probe).
+   * The wait that followed a miss ended `delay` µs after that spin started; the spin took
+   * `spun` µs, and `woke` says whether the wait slept until a wake-up (rather than finding the
+   * completion when it armed: then it tells nothing of wake-ups). Within the probe limit, every
+   * {@link PROBE_EVERY}th such wait makes the next spin last that long (a probe).
    */
-  late(delay: number): void {
+  late(delay: number, spun: number, woke: boolean): void {
     if (this.#fixed || delay > this.#probeMax) return;
+    if (woke) this.#wake.note(delay - spun);
     if (++this.#reachable % PROBE_EVERY === 0) {
       this.micros = Math.min(this.#probeMax, Math.max(this.micros, delay * 1.25));
+    }
+  }
+}
+
+/**
+ * What a wake-up costs lately, in µs: the least time a missed wait lasted beyond its spin, over
+ * the last one or two windows of {@link WakeCost.WINDOW} such waits (a minimum, because each
+ * such wait is the answer's lateness plus the wake-up). One per process ({@link WakeCost.process}):
+ * the cost is the event loop's.
+ */
+export class WakeCost {
+  /** How many waits one window holds. */
+  static readonly WINDOW = 32;
+  /** The process's estimate, shared by every spin budget. */
+  static readonly process: WakeCost = new WakeCost();
+  #least = Infinity;
+  #leastBefore = Infinity;
+  #seen = 0;
+
+  /** The estimate in µs (Infinity before the first wait). */
+  get micros(): number {
+    return this.#least < this.#leastBefore ? this.#least : this.#leastBefore;
+  }
+
+  /** A missed wait slept `micros` µs beyond its spin. */
+  note(micros: number): void {
+    if (micros < this.#least) this.#least = micros;
+    if (++this.#seen === WakeCost.WINDOW) {
+      this.#leastBefore = this.#least;
+      this.#least = Infinity;
+      this.#seen = 0;
     }
   }
 }
@@ -136,7 +195,10 @@ export const PROBE_EVERY = 4;
  * A spin counts polls, not clock reads: reading the clock costs about as much as a poll on some
  * runtimes (and allocates in Deno). The clock is read when a spin starts and when it ends; the
  * cost of one pass learnt from those (a moving average, shared by every spin of the process)
- * turns a budget in microseconds into a number of passes.
+ * turns a budget in microseconds into a number of passes. The average falls fast and rises
+ * slowly: a spin during which the process was preempted looks many times dearer per pass, and
+ * when it moved the average as much as a cheaper one, spins in a guest preempted about once per
+ * round trip lasted a third of their budget (bench/results/2026-11-27-spin.md).
  */
 let passMicros = 1;
 
@@ -148,7 +210,13 @@ export function spinPasses(micros: number): number {
 /** Learns the cost of one polling pass from a spin of `passes` passes that took `ms`. */
 export function notePasses(ms: number, passes: number): void {
   const per = (ms * 1000) / passes;
-  if (per > 0) passMicros += (per - passMicros) / 4;
+  if (per > passMicros) passMicros += Math.min(per - passMicros, passMicros) / 32;
+  else if (per > 0) passMicros += (per - passMicros) / 4;
+}
+
+/** The cost of one polling pass as learnt so far, in µs. */
+export function passCost(): number {
+  return passMicros;
 }
 
 /** Throws unless `spinMicros` is a valid spin budget. */
@@ -345,7 +413,7 @@ export function awaitCompletions(
       }
       if (fixed === undefined) {
         s.budget.miss();
-        return eventWait(cq, s, options, start);
+        return eventWait(cq, s, options, start, lastSpinMs * 1000);
       }
       return eventWait(cq, s, options);
     }
@@ -395,12 +463,16 @@ async function busyWait(
   }
 }
 
-/** Arms, drains, waits; `missedAt` >= 0: when the learnt spin that missed started. */
+/**
+ * Arms, drains, waits; `missedAt` >= 0: when the learnt spin that missed started, and `spun`
+ * how long it took (µs).
+ */
 async function eventWait(
   cq: CompletionSource,
   s: CqState,
   options: CompletionWaitOptions,
   missedAt = -1,
+  spun = 0,
 ): Promise<number> {
   const poller = options.poller ?? s.poller ?? Poller.default();
   if (poller.closed) throw new ClosedError("Poller");
@@ -414,6 +486,7 @@ async function eventWait(
   const solicited = options.solicitedOnly ?? false;
   const max = options.max;
   const since = performance.now();
+  let woke = false;
   for (;;) {
     // arm -> drain -> wait
     if (!s.armed || (s.armedSolicited && !solicited)) {
@@ -423,11 +496,12 @@ async function eventWait(
     }
     const n = cq.poll(max);
     if (n > 0) {
-      if (missedAt >= 0) s.budget.late((performance.now() - missedAt) * 1000);
+      if (missedAt >= 0) s.budget.late((performance.now() - missedAt) * 1000, spun, woke);
       return n;
     }
     // every round of the loop keeps the first round's deadline
     await s.waits.add(options, undefined, "completion wait", since);
+    woke = true;
     if (s.closed) throw s.closed;
   }
 }

@@ -141,6 +141,10 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #writing = false;
   /** When the last spin that missed started (`performance.now()`), or -1. */
   #missedAt = -1;
+  /** How long that spin took, in µs. */
+  #spun = 0;
+  /** When the pump last woke from the completion channel (`performance.now()`). */
+  #wokeAt = -1;
   #cmGone = false;
   #reset: RdmaError | null = null;
   #cause: Error | null = null;
@@ -689,10 +693,12 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
         return true;
       }
     }
-    notePasses(performance.now() - start, passes);
+    const spent = performance.now() - start;
+    notePasses(spent, passes);
     if (s === "adaptive") {
       this.#budget.miss();
       this.#missedAt = start;
+      this.#spun = spent * 1000;
     }
     return false;
   }
@@ -700,7 +706,11 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   /** An operation whose spin missed goes on after its wait: the budget hears how long it took. */
   #waited(): void {
     if (this.#missedAt < 0) return;
-    this.#budget.late((performance.now() - this.#missedAt) * 1000);
+    this.#budget.late(
+      (performance.now() - this.#missedAt) * 1000,
+      this.#spun,
+      this.#wokeAt >= this.#missedAt,
+    );
     this.#missedAt = -1;
   }
 
@@ -763,6 +773,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
           n = this.#armAndDrain();
           if (n === 0) {
             await this.#channelWait.add();
+            this.#wokeAt = performance.now();
             n = this.#progress();
           }
         }

@@ -149,9 +149,10 @@ export function readDepthOf(o: StreamOptions): number {
 /**
  * The most a stream's learnt spin budget grows to from the answers it catches, in microseconds
  * (see `SpinBudget`: a probe, and the few misses after a probe's late catch, spin up to 5 times
- * it). Larger than a CQ wait's (`AUTO_SPIN_MAX_MICROS`): a stream waits for its peer's answer,
- * and a wake-up through the event loop costs more than most round trips; a peer that answers
- * late shrinks the budget within a few waits.
+ * it), and the most its conversation floor (four of the process's least recent wake-ups) spins.
+ * Larger than a CQ wait's (`AUTO_SPIN_MAX_MICROS`): a stream waits for its peer's answer, and a
+ * wake-up through the event loop costs more than most round trips; a peer that answers late
+ * shrinks the budget within a few waits.
  */
 export const STREAM_SPIN_MAX_MICROS = 1000;
 

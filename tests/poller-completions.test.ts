@@ -16,7 +16,15 @@ import {
   type Strategy,
   WorkRequestTracker,
 } from "../poller/mod.ts";
-import { cancelCompletionWaits, DEFAULT_SPIN_MICROS, SpinBudget } from "../poller/completions.ts";
+import {
+  cancelCompletionWaits,
+  DEFAULT_SPIN_MICROS,
+  notePasses,
+  passCost,
+  SpinBudget,
+  spinPasses,
+  WakeCost,
+} from "../poller/completions.ts";
 import { closeWatchesOf } from "../poller/poller.ts";
 import { AbortedError, ClosedError, WorkCompletionError } from "../types/errors.ts";
 
@@ -345,7 +353,9 @@ test("completions: closing the poller rejects pending completion waits with Clos
 });
 
 test("SpinBudget: learns from hits, shrinks on misses, probes only answers within reach", () => {
-  const b = new SpinBudget(undefined, 1000); // probes up to 5,000 µs
+  const wake = new WakeCost();
+  wake.note(300); // a wake-up costs about 300 µs here
+  const b = new SpinBudget(undefined, 1000, undefined, wake); // probes up to 5,000 µs
   assert.equal(b.micros, DEFAULT_SPIN_MICROS);
   b.hit(300); // a later answer raises the budget at once, with a margin
   assert.ok(b.micros >= 300 && b.micros <= 1000, `after a 300 µs hit: ${b.micros}`);
@@ -357,15 +367,16 @@ test("SpinBudget: learns from hits, shrinks on misses, probes only answers withi
   // waits that end far beyond reach (an idle peer) never make a probe
   for (let i = 0; i < 20; i++) {
     b.miss();
-    b.late(60_000);
+    b.late(60_000, b.micros, true);
     assert.ok(b.micros <= covering, `no probe for a 60 ms wait: ${b.micros}`);
   }
   assert.ok(b.micros >= DEFAULT_SPIN_MICROS / 4, "never below the floor");
-  // waits that end within reach (a peer that was asleep too): every 4th makes one probe that long
+  // waits that end within reach but later than a wake-up after the spin (a peer that was asleep
+  // too, or a slow one): every 4th makes one probe that long
   const seen: number[] = [];
   for (let i = 0; i < 8; i++) {
     b.miss();
-    b.late(2400);
+    b.late(2400, 20, true);
     seen.push(b.micros);
   }
   assert.equal(seen.filter((m) => m === 3000).length, 2, `two probes of 2,400 × 1.25: ${seen}`);
@@ -383,7 +394,52 @@ test("SpinBudget: learns from hits, shrinks on misses, probes only answers withi
   assert.ok(after[5] <= 1000, `back under the maximum: ${after}`);
   const fixed = new SpinBudget(50);
   fixed.miss();
-  fixed.late(100);
+  fixed.late(100, 50, true);
   fixed.hit(900);
   assert.equal(fixed.micros, 50, "a fixed budget never changes");
+});
+
+test("SpinBudget: while most spins hit, it spins at least four wake-ups' worth", () => {
+  const wake = new WakeCost();
+  assert.equal(wake.micros, Infinity, "no estimate before the first wait");
+  const b = new SpinBudget(undefined, 1000, undefined, wake);
+  b.hit(40);
+  assert.ok(b.micros < 100, `one hit is no conversation yet: ${b.micros}`);
+  // slept 200 µs beyond a 50 µs spin: a wake-up costs at most 200 µs here
+  b.miss();
+  b.late(250, 50, true);
+  assert.equal(wake.micros, 200);
+  // a wait that ended without sleeping says nothing of wake-ups
+  b.late(1300, 1290, false);
+  assert.equal(wake.micros, 200);
+  for (let i = 0; i < 20; i++) b.hit(40);
+  assert.equal(b.micros, 800, "most spins hit: 4 x 200 µs");
+  b.miss();
+  assert.equal(b.micros, 800, "one miss in a conversation keeps the floor");
+  // the floor never exceeds the maximum
+  wake.note(10); // (the least of the window)
+  const c = new SpinBudget(undefined, 30, undefined, wake);
+  for (let i = 0; i < 20; i++) c.hit(5);
+  assert.equal(c.micros, 30);
+  // misses in a row (an idle or slow peer) end the conversation: the budget shrinks again
+  for (let i = 0; i < 10; i++) {
+    b.miss();
+    b.late(60_000, b.micros, true);
+  }
+  assert.ok(b.micros < 100, `no floor once most spins miss: ${b.micros}`);
+  // the estimate follows the least of the last windows
+  for (let i = 0; i < 2 * WakeCost.WINDOW; i++) wake.note(900);
+  assert.equal(wake.micros, 900, "an old low sample ages out");
+});
+
+test("spin passes: a preempted spin barely moves the learnt cost of a pass", () => {
+  for (let i = 0; i < 200; i++) notePasses(0.2, 100); // 2 µs per pass
+  assert.ok(Math.abs(passCost() - 2) < 0.1, `learnt: ${passCost()}`);
+  notePasses(5, 100); // 50 µs per pass: the process was preempted during this one
+  assert.ok(passCost() < 2.1, `after a preempted spin: ${passCost()}`);
+  assert.ok(spinPasses(1000) > 450, `a 1 ms budget still spins ~500 passes: ${spinPasses(1000)}`);
+  for (let i = 0; i < 400; i++) notePasses(0.4, 100); // passes really got dearer: followed
+  assert.ok(Math.abs(passCost() - 4) < 0.2, `follows a real change: ${passCost()}`);
+  for (let i = 0; i < 20; i++) notePasses(0.1, 100); // and falls fast
+  assert.ok(passCost() < 1.1, `falls fast: ${passCost()}`);
 });
