@@ -98,6 +98,11 @@ export class SpinBudget {
   readonly #wake: WakeCost;
   /** How often spins hit lately (a moving average, 0..1). */
   #hits = 0;
+  /** When the last spin that missed started (`performance.now()`), or -1; how long it took (µs). */
+  #missedAt = -1;
+  #spun = 0;
+  /** When its waiter last woke up (`performance.now()`). */
+  #wokeAt = -1;
 
   /**
    * A learnt budget (`fixed` undefined: starting at {@link DEFAULT_SPIN_MICROS}, at most `max`,
@@ -127,15 +132,20 @@ export class SpinBudget {
     this.micros = this.#floored(Math.min(this.#max, Math.max(this.#min, this.#arrival * 1.5 + 2)));
   }
 
-  /** A spin ran out: the budget shrinks. */
-  miss(): void {
+  /**
+   * A spin ran out: the budget shrinks. `start` (`performance.now()`) and `spun` (µs) say when
+   * it started and how long it took, for {@link SpinBudget.waited}.
+   */
+  miss(start = -1, spun = 0): void {
     if (this.#fixed) return;
+    this.#missedAt = start;
+    this.#spun = spun;
     this.#hits -= this.#hits / 16;
     this.#arrival = Math.max(this.#min, this.#arrival * 0.75);
     this.micros = this.#floored(Math.max(this.#min, this.#arrival * 1.5 + 2));
   }
 
-  /** While most spins hit (a conversation), a budget spins at least two wake-ups' worth. */
+  /** While most spins hit (a conversation), a budget spins at least four wake-ups' worth. */
   #floored(micros: number): number {
     if (this.#hits < 0.5) return micros;
     const floor = Math.min(this.#max, 4 * this.#wake.micros);
@@ -154,6 +164,19 @@ export class SpinBudget {
     if (++this.#reachable % PROBE_EVERY === 0) {
       this.micros = Math.min(this.#probeMax, Math.max(this.micros, delay * 1.25));
     }
+  }
+
+  /** The waiter slept and the event loop woke it up now. */
+  woke(): void {
+    this.#wokeAt = performance.now();
+  }
+
+  /** The wait after the last missed spin ended now: {@link SpinBudget.late} with its figures. */
+  waited(): void {
+    const at = this.#missedAt;
+    if (at < 0) return;
+    this.#missedAt = -1;
+    this.late((performance.now() - at) * 1000, this.#spun, this.#wokeAt >= at);
   }
 }
 
@@ -411,10 +434,7 @@ export function awaitCompletions(
         if (fixed === undefined) s.budget.hit(lastSpinMs * 1000);
         return Promise.resolve(n);
       }
-      if (fixed === undefined) {
-        s.budget.miss();
-        return eventWait(cq, s, options, start, lastSpinMs * 1000);
-      }
+      if (fixed === undefined) s.budget.miss(start, lastSpinMs * 1000);
       return eventWait(cq, s, options);
     }
     if (strategy === "busy") {
@@ -463,16 +483,11 @@ async function busyWait(
   }
 }
 
-/**
- * Arms, drains, waits; `missedAt` >= 0: when the learnt spin that missed started, and `spun`
- * how long it took (µs).
- */
+/** Arms, drains, waits (telling the CQ's spin budget how the wait after a missed spin went). */
 async function eventWait(
   cq: CompletionSource,
   s: CqState,
   options: CompletionWaitOptions,
-  missedAt = -1,
-  spun = 0,
 ): Promise<number> {
   const poller = options.poller ?? s.poller ?? Poller.default();
   if (poller.closed) throw new ClosedError("Poller");
@@ -486,7 +501,6 @@ async function eventWait(
   const solicited = options.solicitedOnly ?? false;
   const max = options.max;
   const since = performance.now();
-  let woke = false;
   for (;;) {
     // arm -> drain -> wait
     if (!s.armed || (s.armedSolicited && !solicited)) {
@@ -496,12 +510,12 @@ async function eventWait(
     }
     const n = cq.poll(max);
     if (n > 0) {
-      if (missedAt >= 0) s.budget.late((performance.now() - missedAt) * 1000, spun, woke);
+      s.budget.waited();
       return n;
     }
     // every round of the loop keeps the first round's deadline
     await s.waits.add(options, undefined, "completion wait", since);
-    woke = true;
+    s.budget.woke();
     if (s.closed) throw s.closed;
   }
 }

@@ -139,12 +139,6 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #armed = false;
   #pumping = false;
   #writing = false;
-  /** When the last spin that missed started (`performance.now()`), or -1. */
-  #missedAt = -1;
-  /** How long that spin took, in µs. */
-  #spun = 0;
-  /** When the pump last woke from the completion channel (`performance.now()`). */
-  #wokeAt = -1;
   #cmGone = false;
   #reset: RdmaError | null = null;
   #cause: Error | null = null;
@@ -384,7 +378,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       if (this.closed) throw new ClosedError("RdmaConn");
       if (this.#spin(ready)) return;
       await this.#wait(options);
-      this.#waited();
+      this.#budget.waited();
     }
   }
 
@@ -451,7 +445,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
         return this.#end();
       } else if (!spin || !this.#spin(READ)) {
         await this.#wait(options);
-        this.#waited();
+        this.#budget.waited();
       }
     }
   }
@@ -695,30 +689,15 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     }
     const spent = performance.now() - start;
     notePasses(spent, passes);
-    if (s === "adaptive") {
-      this.#budget.miss();
-      this.#missedAt = start;
-      this.#spun = spent * 1000;
-    }
+    if (s === "adaptive") this.#budget.miss(start, spent * 1000);
     return false;
-  }
-
-  /** An operation whose spin missed goes on after its wait: the budget hears how long it took. */
-  #waited(): void {
-    if (this.#missedAt < 0) return;
-    this.#budget.late(
-      (performance.now() - this.#missedAt) * 1000,
-      this.#spun,
-      this.#wokeAt >= this.#missedAt,
-    );
-    this.#missedAt = -1;
   }
 
   /** Spins for `want`, then waits for the connection's progress. */
   async #waitFor(want: Want, options: IoOptions | undefined): Promise<void> {
     if (this.#spin(want)) return;
     await this.#wait(options);
-    this.#waited();
+    this.#budget.waited();
   }
 
   /** Waits until the pump sees progress (or the connection ends). */
@@ -773,7 +752,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
           n = this.#armAndDrain();
           if (n === 0) {
             await this.#channelWait.add();
-            this.#wokeAt = performance.now();
+            this.#budget.woke();
             n = this.#progress();
           }
         }

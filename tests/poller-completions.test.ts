@@ -427,6 +427,18 @@ test("SpinBudget: while most spins hit, it spins at least four wake-ups' worth",
     b.late(60_000, b.micros, true);
   }
   assert.ok(b.micros < 100, `no floor once most spins miss: ${b.micros}`);
+  // waited(): the wait after the recorded miss; only a wait that woke up teaches the wake-up
+  const w = new WakeCost();
+  const e = new SpinBudget(undefined, 1000, undefined, w);
+  e.miss(performance.now() - 3, 1000); // started 3 ms ago, spun 1 ms
+  e.waited(); // found its completion when it armed: no wake-up
+  assert.equal(w.micros, Infinity);
+  e.miss(performance.now() - 3, 1000);
+  e.woke();
+  e.waited();
+  assert.ok(w.micros >= 2000 && w.micros < 2500, `slept ~2 ms beyond the spin: ${w.micros}`);
+  e.waited(); // nothing missed since
+  assert.ok(w.micros < 2500);
   // the estimate follows the least of the last windows
   for (let i = 0; i < 2 * WakeCost.WINDOW; i++) wake.note(900);
   assert.equal(wake.micros, 900, "an old low sample ages out");
