@@ -128,7 +128,9 @@ export class SpinBudget {
     if (this.#fixed) return;
     this.#reachable = 0;
     this.#hits += (1 - this.#hits) / 16;
-    this.#arrival = delay > this.#arrival ? delay : this.#arrival + (delay - this.#arrival) / 8;
+    this.#arrival = delay > this.#arrival
+      ? Math.min(delay, this.#probeMax)
+      : this.#arrival + (delay - this.#arrival) / 8;
     this.micros = this.#floored(Math.min(this.#max, Math.max(this.#min, this.#arrival * 1.5 + 2)));
   }
 
@@ -142,7 +144,9 @@ export class SpinBudget {
     this.#spun = spun;
     this.#hits -= this.#hits / 16;
     this.#arrival = Math.max(this.#min, this.#arrival * 0.75);
-    this.micros = this.#floored(Math.max(this.#min, this.#arrival * 1.5 + 2));
+    this.micros = this.#floored(
+      Math.min(this.#probeMax, Math.max(this.#min, this.#arrival * 1.5 + 2)),
+    );
   }
 
   /** While most spins hit (a conversation), a budget spins at least four wake-ups' worth. */
@@ -218,10 +222,11 @@ export const PROBE_EVERY = 4;
  * A spin counts polls, not clock reads: reading the clock costs about as much as a poll on some
  * runtimes (and allocates in Deno). The clock is read when a spin starts and when it ends; the
  * cost of one pass learnt from those (a moving average, shared by every spin of the process)
- * turns a budget in microseconds into a number of passes. The average falls fast and rises
- * slowly: a spin during which the process was preempted looks many times dearer per pass, and
- * when it moved the average as much as a cheaper one, spins in a guest preempted about once per
- * round trip lasted a third of their budget (bench/results/2026-11-27-spin.md).
+ * turns a budget in microseconds into a number of passes. A spin during which the process was
+ * preempted raises the average, so in a guest preempted about once per round trip spins last
+ * less than their budget (a third of it, measured); an average that rose slowly made them last
+ * their budget and more, and two peers then spun each other out of CPU
+ * (bench/results/2026-11-27-spin.md): ending spins by the clock is the open alternative.
  */
 let passMicros = 1;
 
@@ -233,13 +238,7 @@ export function spinPasses(micros: number): number {
 /** Learns the cost of one polling pass from a spin of `passes` passes that took `ms`. */
 export function notePasses(ms: number, passes: number): void {
   const per = (ms * 1000) / passes;
-  if (per > passMicros) passMicros += Math.min(per - passMicros, passMicros) / 32;
-  else if (per > 0) passMicros += (per - passMicros) / 4;
-}
-
-/** The cost of one polling pass as learnt so far, in µs. */
-export function passCost(): number {
-  return passMicros;
+  if (per > 0) passMicros += (per - passMicros) / 4;
 }
 
 /** Throws unless `spinMicros` is a valid spin budget. */
