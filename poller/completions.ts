@@ -224,7 +224,7 @@ export const PROBE_EVERY = 4;
  * cost of one pass learnt from those (a moving average, shared by every spin of the process)
  * turns a budget in microseconds into a number of passes. A spin during which the process was
  * preempted raises the average, so in a guest preempted about once per round trip spins last
- * less than their budget (a third of it, measured); an average that rose slowly made them last
+ * a fifth to a third of their budget (measured); an average that rose slowly made them last
  * their budget and more, and two peers then spun each other out of CPU
  * (bench/results/2026-11-27-spin.md): ending spins by the clock is the open alternative.
  */
