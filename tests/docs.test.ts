@@ -241,8 +241,13 @@ test("docs: the waiting strategy's defaults in the guide are the poller's consta
   const f = "docs/05-waiting.md";
   assert.equal(stated(f, /`"([a-z]+)"` is the default \(`DEFAULT_STRATEGY`\)/), p.DEFAULT_STRATEGY);
   assert.equal(
-    Number(stated(f, /between 2 µs and (\d+) µs \(`AUTO_SPIN_MAX_MICROS`\)/)),
+    Number(stated(f, /between \d+ µs and (\d+) µs \(`AUTO_SPIN_MAX_MICROS`\)/)),
     p.AUTO_SPIN_MAX_MICROS,
+  );
+  // the least a learnt budget spins: a quarter of where it starts
+  assert.equal(
+    Number(stated(f, /between (\d+) µs and \d+ µs \(`AUTO_SPIN_MAX_MICROS`\)/)),
+    p.DEFAULT_SPIN_MICROS / 4,
   );
   assert.equal(
     Number(stated(f, /starting at (\d+) µs \(`DEFAULT_SPIN_MICROS`\)/)),
