@@ -101,8 +101,8 @@ export class SpinBudget {
   /** When the last spin that missed started (`performance.now()`), or -1; how long it took (µs). */
   #missedAt = -1;
   #spun = 0;
-  /** When its waiter last woke up (`performance.now()`). */
-  #wokeAt = -1;
+  /** Whether its waiter slept until a wake-up since that miss. */
+  #slept = false;
 
   /**
    * A learnt budget (`fixed` undefined: starting at {@link DEFAULT_SPIN_MICROS}, at most `max`,
@@ -142,6 +142,7 @@ export class SpinBudget {
     if (this.#fixed) return;
     this.#missedAt = start;
     this.#spun = spun;
+    this.#slept = false;
     this.#hits -= this.#hits / 16;
     this.#arrival = Math.max(this.#min, this.#arrival * 0.75);
     this.micros = this.#floored(
@@ -170,9 +171,9 @@ export class SpinBudget {
     }
   }
 
-  /** The waiter slept and the event loop woke it up now. */
+  /** The waiter slept and the event loop woke it up now (no clock read: a flag). */
   woke(): void {
-    this.#wokeAt = performance.now();
+    this.#slept = true;
   }
 
   /** The wait after the last missed spin ended now: {@link SpinBudget.late} with its figures. */
@@ -180,7 +181,7 @@ export class SpinBudget {
     const at = this.#missedAt;
     if (at < 0) return;
     this.#missedAt = -1;
-    this.late((performance.now() - at) * 1000, this.#spun, this.#wokeAt >= at);
+    this.late((performance.now() - at) * 1000, this.#spun, this.#slept);
   }
 }
 
