@@ -154,6 +154,18 @@ export function lowWord(addr: number): number {
 }
 
 /**
+ * The most receives a transport may hold back before it posts them (see
+ * {@link StreamTransport.recv}): at most 32, and at most a quarter of the receive queue. The
+ * peer's control messages (grants, ring advertisements) take receives without credits, and a
+ * side that only writes never grants credits, which is the other time held receives are posted:
+ * a batch larger than the queue would never fill, its receives would run out, and both ends
+ * would wait for each other.
+ */
+export function receiveBatch(receiveQueueDepth: number): number {
+  return Math.max(1, Math.min(32, receiveQueueDepth >>> 2));
+}
+
+/**
  * What the engine asks of the transport. Offsets are into {@link EngineMemory.send} (sends) or
  * {@link EngineMemory.recv} (receives). Every send is signaled; its completion goes back through
  * {@link StreamEngine.completeSend} with the halves of the same `wrId`, in posting order.
@@ -205,7 +217,8 @@ export interface StreamTransport {
   /**
    * Posts a receive. On iWARP `off` is the 4-byte message slot in the receive memory, posted at
    * once; otherwise it is -1 and the receive has no SGE (it only takes the immediate data): the
-   * transport may hold those back and post them in batches, until {@link postReceives}.
+   * transport may hold those back and post them in batches of {@link receiveBatch} (no more),
+   * until {@link postReceives}.
    */
   recv(wrId: number, off: number): void;
   /**

@@ -26,6 +26,7 @@ import { deviceLimits } from "./_device-limits.ts";
 import { StreamEngine } from "./_engine.ts";
 import {
   type EngineConfig,
+  receiveBatch,
   receiveMemorySize,
   RECV_WR_ID,
   sendMemorySize,
@@ -55,7 +56,6 @@ export interface StreamSizes {
   readonly extraSendWrs?: number;
 }
 
-const RECV_BATCH = 32;
 const SIGNALED = SendFlags.SIGNALED;
 const INLINE = SendFlags.SIGNALED | SendFlags.INLINE;
 
@@ -165,6 +165,8 @@ export class VerbsTransport implements StreamTransport {
   readonly #recvBatch: PreparedRecv | null = null;
   readonly #recvSlot: PreparedRecv | null = null;
   #recvsDue = 0;
+  /** Receives posted together ({@link receiveBatch} of the receive queue's depth). */
+  readonly #recvBatchSize: number;
 
   /** Creates the verbs objects on `id` (address resolved, or an incoming request) and the engine. */
   constructor(id: CmId, sizes: StreamSizes) {
@@ -175,6 +177,7 @@ export class VerbsTransport implements StreamTransport {
     const devMax = limits.maxQpWr;
     const sq = clampQueueDepth(sizes.sendQueueDepth, devMax);
     const rq = clampQueueDepth(sizes.receiveQueueDepth, devMax);
+    this.#recvBatchSize = receiveBatch(rq);
     const extra = Math.max(0, Math.min(sizes.extraSendWrs ?? 0, devMax - sq));
     this.extraSendWrs = extra;
     this.maxResponderResources = limits.maxQpRdAtom;
@@ -236,7 +239,7 @@ export class VerbsTransport implements StreamTransport {
         this.#imm2 = make([imm(2)]);
         this.#recv1 = this.qp.prepareRecv({ wrId: RECV_WR_ID, sg: [] });
         this.#recvBatch = this.qp.prepareRecv(
-          Array.from({ length: RECV_BATCH }, () => ({ wrId: RECV_WR_ID, sg: [] })),
+          Array.from({ length: this.#recvBatchSize }, () => ({ wrId: RECV_WR_ID, sg: [] })),
         );
       } else {
         const msgOff = sendMemorySize(config) - 8;
@@ -384,12 +387,12 @@ export class VerbsTransport implements StreamTransport {
   }
 
   /**
-   * Posts one receive: iWARP's at once; the others (no SGE) in batches of {@link RECV_BATCH},
+   * Posts one receive: iWARP's at once; the others (no SGE) in batches of {@link receiveBatch},
    * the rest by {@link VerbsTransport.postReceives} (one post per batch, not per message).
    */
   recv(wrId: number, off: number): void {
     if (off < 0) {
-      if (++this.#recvsDue === RECV_BATCH) {
+      if (++this.#recvsDue === this.#recvBatchSize) {
         this.#recvBatch!.post();
         this.#recvsDue = 0;
       }
@@ -403,9 +406,9 @@ export class VerbsTransport implements StreamTransport {
 
   /** Posts the receives held back, in batches. */
   postReceives(): void {
-    while (this.#recvsDue >= RECV_BATCH) {
+    while (this.#recvsDue >= this.#recvBatchSize) {
       this.#recvBatch!.post();
-      this.#recvsDue -= RECV_BATCH;
+      this.#recvsDue -= this.#recvBatchSize;
     }
     while (this.#recvsDue > 0) {
       this.#recv1!.post();

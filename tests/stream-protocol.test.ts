@@ -35,6 +35,7 @@ import { StreamEngine } from "../stream/_engine.ts";
 import {
   type EngineConfig,
   ONE_SIDED_WR_ID,
+  receiveBatch,
   receiveMemorySize,
   RECV_WR_ID,
   sendMemorySize,
@@ -273,9 +274,11 @@ class Side implements StreamTransport {
       this.rq.length + this.held.length < this.config.receiveQueueDepth,
       `${this.name}: receive queue overflow`,
     );
-    // as VerbsTransport: receives without SGE are held back and posted in batches of 32
+    // as VerbsTransport: receives without SGE are held back and posted in batches
     if (off >= 0) this.rq.push({ wrId, off });
-    else if (this.held.push({ wrId, off }) === 32) this.postReceives();
+    else if (this.held.push({ wrId, off }) === receiveBatch(this.config.receiveQueueDepth)) {
+      this.postReceives();
+    }
   }
 
   postReceives(): void {
@@ -553,6 +556,26 @@ test("stream engine: the sender stops at zero credits and resumes on the grant",
   b.execute(100);
   a.poll(100);
   assert.equal(a.engine.sendCredits, 8);
+});
+
+test("stream engine: one-way bulk over the smallest queues never starves the control path", () => {
+  // A only writes, B only reads: B's grants and ring advertisements are control messages that
+  // take A's receives, which A re-posts (held back in batches) while it never grants credits
+  // itself; the batch must fit the queue or A's receives run out and both ends wait forever
+  for (const messageSend of [false, true]) {
+    const rand = prng(messageSend ? 13 : 17);
+    const c = config({
+      sendBufferSize: 8192,
+      receiveBufferSize: 6144,
+      sendQueueDepth: 16,
+      receiveQueueDepth: 16,
+      messageSend,
+    });
+    const [a, b] = pair(c);
+    const steps = run([flow(a, b, 5, 1 << 20, () => 1 + Math.floor(rand() * 40000))], [a, b], rand);
+    assert.ok(steps > 0);
+    assert.equal(a.engine.failed, false);
+  }
 });
 
 test("stream engine: receive rings that cross a 4 GiB boundary (the address words carry)", () => {
