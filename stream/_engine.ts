@@ -356,6 +356,9 @@ export class StreamEngine {
   /**
    * Sends as much of `src[off, off + len)` as credits, ring space and WRs allow now; returns the
    * bytes taken (0 when it must wait for completions), or -1 when this side may no longer send.
+   * Each chunk is as large as allowed (up to {@link RS_MAX_TRANSFER}); rsocket's `rsend` starts
+   * each call at {@link RS_OLAP_START_SIZE} and doubles, which measured no faster here
+   * (bench/results/2026-11-27-overlap.md). A peer takes any chunk length.
    */
   write(src: Uint8Array, off: number, len: number): number {
     if ((this.#state & WRITABLE) === 0) return -1;
