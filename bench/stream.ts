@@ -25,7 +25,8 @@
  *
  * Options: --rounds N (default 3), --bw-count N (64 KiB transfers per direction, default 500),
  * --lat-iters N (64-byte round trips, default 5000), --lat-warm N (untimed round trips before
- * them, default 10000), --address IP (default $RDMA_GUEST_IP).
+ * them, default 10000), --address IP (default $RDMA_GUEST_IP); the allocation role alone
+ * (`--role alloc`) takes --alloc-iters N (rounds measured per shape, default 2000).
  */
 
 import process from "node:process";
@@ -175,7 +176,7 @@ async function allocRole(): Promise<void> {
     connect({ hostname: address, port: l.addr.port }),
   ]);
   l.close();
-  const n = 2000;
+  const n = Number(arg("alloc-iters", "2000"));
   // a long warm-up: in the emulated guest the optimizing compiler needs thousands of rounds to
   // replace the baseline code (which boxes numbers that the optimized code keeps in registers)
   const warm = 20_000;
