@@ -168,8 +168,7 @@ async function pattern(io: Io, client: boolean, s: Shape): Promise<number> {
  * - `tryWrite(p)` + `tryRead(q)` at 64 B (the synchronous API: no promise at all).
  */
 async function allocRole(): Promise<void> {
-  const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void } };
-  const collect = () => (g.Bun ? g.Bun.gc(true) : g.gc?.());
+  const g = globalThis as { gc?: () => void; Bun?: unknown };
   const l = listen({ hostname: address, port: 0 });
   const [a, b] = await Promise.all([
     l.accept(),
@@ -182,10 +181,7 @@ async function allocRole(): Promise<void> {
   const warm = 20_000;
   const perRound = async (loop: (n: number) => Promise<void>): Promise<number> => {
     await loop(warm);
-    collect();
-    const h0 = process.memoryUsage().heapUsed;
-    await loop(n);
-    return Math.round((process.memoryUsage().heapUsed - h0) / n);
+    return Math.round((await bytesDuring(() => loop(n))) / n);
   };
   const out: Record<string, number> = {};
   for (const size of [64, 65536]) {
@@ -256,11 +252,19 @@ async function promisesDuring(f: () => Promise<void>): Promise<number> {
   return n;
 }
 
-/** JS heap bytes allocated while `f` runs (no collection in between: see the Deno flags). */
+/**
+ * JS heap bytes allocated while `f` runs. No collection may run in between: Deno's young
+ * generation is fixed at 128 MiB (`--min-semi-space-size` as well as the maximum: with only the
+ * maximum it starts small and scavenges within a few thousand operations, which hides what they
+ * allocated). After the forced full collection the engines re-grow some of what it dropped
+ * (feedback, compiled code), so `f` runs once after it and the second run is measured; a caller
+ * that talks to a peer runs `f` twice on both sides.
+ */
 async function bytesDuring(f: () => Promise<void>): Promise<number> {
   const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void } };
   if (g.Bun) g.Bun.gc(true);
   else g.gc?.();
+  await f();
   const h0 = process.memoryUsage().heapUsed;
   await f();
   return process.memoryUsage().heapUsed - h0;
@@ -458,7 +462,7 @@ const meCounting = (extra: string[]) =>
     process.execPath,
     "run",
     "-A",
-    "--v8-flags=--expose-gc,--max-semi-space-size=128",
+    "--v8-flags=--expose-gc,--min-semi-space-size=128,--max-semi-space-size=128",
     self,
     ...extra,
   ];
@@ -692,7 +696,7 @@ async function main(): Promise<void> {
     process.execPath,
     "run",
     "-A",
-    "--v8-flags=--expose-gc,--max-semi-space-size=128",
+    "--v8-flags=--expose-gc,--min-semi-space-size=128,--max-semi-space-size=128",
     self,
     "--role",
     "alloc",
