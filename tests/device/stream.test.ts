@@ -9,6 +9,7 @@
  *   compared;
  * - ours ↔ an ordinary socket program (a C echo server and client compiled here with gcc) run
  *   under `LD_PRELOAD=librspreload.so`;
+ * - a one-way writer whose receive queue is 16 deep (the smallest) writes 4 MiB to the end;
  * - backpressure: a writer faster than a slow reader never gets more than the two rings ahead
  *   and its memory stays bounded;
  * - the peer killed mid-stream: the pending read and write reject with ConnectionResetError
@@ -465,6 +466,48 @@ deviceTest(
     }
   },
   { timeout: LONG },
+);
+
+deviceTest(
+  "stream: a one-way writer with the smallest receive queue keeps its receives posted",
+  async (env) => {
+    // the reader's grants and ring advertisements take the writer's receives, and a side that
+    // only writes never grants credits itself: its re-posted receives must go out in batches
+    // that fill within its 16-deep queue, or the advertisements wait forever and so does it
+    const listener = listen({ hostname: env.address, port: 0 });
+    const io = { timeout: 60_000 };
+    try {
+      const accepted = listener.accept(io);
+      const writer = await connect({
+        hostname: env.address,
+        port: listener.addr.port,
+        receiveQueueDepth: 16,
+        sendQueueDepth: 16,
+      });
+      const reader = await accepted;
+      const total = 4 << 20;
+      const block = new Uint8Array(64 * 1024).map((_, i) => (i * 7) & 0xff);
+      const reading = (async () => {
+        const buf = new Uint8Array(100_000);
+        let got = 0;
+        for (let n; (n = await reader.read(buf, io)) !== null;) {
+          for (let i = 0; i < n; i++) {
+            if (buf[i] !== block[(got + i) % block.length]) throw new Error(`byte ${got + i}`);
+          }
+          got += n;
+        }
+        return got;
+      })();
+      reading.catch(() => {}); // awaited below; a write that fails first must not orphan it
+      for (let w = 0; w < total; w += block.length) await writer.write(block, io);
+      await writer.closeWrite(io);
+      assert.equal(await reading, total);
+      await writer[Symbol.asyncDispose]();
+      await reader[Symbol.asyncDispose]();
+    } finally {
+      listener.close();
+    }
+  },
 );
 
 deviceTest("stream: web streams, AbortSignal and timeouts on the waits", async (env) => {
