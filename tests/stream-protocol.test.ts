@@ -365,6 +365,17 @@ function config(o: Partial<EngineConfig> = {}): EngineConfig {
   return { ...RSOCKET_DEFAULTS, messageSend: false, ...o };
 }
 
+/** Small rings and the smallest queues rsocket allows (16 WRs each way). */
+function smallest(messageSend: boolean): EngineConfig {
+  return config({
+    sendBufferSize: 8192,
+    receiveBufferSize: 6144,
+    sendQueueDepth: 16,
+    receiveQueueDepth: 16,
+    messageSend,
+  });
+}
+
 /** A transport that posts nothing (for the engine's constructor checks). */
 const INERT: StreamTransport = {
   write() {},
@@ -473,14 +484,7 @@ for (const iwarp of [false, true]) {
   test(`stream engine (${mode}): random writes both directions arrive intact`, () => {
     const rand = prng(iwarp ? 7 : 3);
     // small rings and queues: wrap-around, SGL rewrites and credit stalls happen often
-    const c = config({
-      sendBufferSize: 8192,
-      receiveBufferSize: 6144,
-      sendQueueDepth: 16,
-      receiveQueueDepth: 16,
-      messageSend: iwarp,
-    });
-    const [a, b] = pair(c);
+    const [a, b] = pair(smallest(iwarp));
     const sizes = () => rand() < 0.3 ? 1 + Math.floor(rand() * 64) : Math.floor(rand() * 20000);
     const flows = [flow(a, b, 1, 400_000, sizes), flow(b, a, 2, 300_000, sizes)];
     run(flows, [a, b], rand, 5000);
@@ -564,14 +568,7 @@ test("stream engine: one-way bulk over the smallest queues never starves the con
   // itself; the batch must fit the queue or A's receives run out and both ends wait forever
   for (const messageSend of [false, true]) {
     const rand = prng(messageSend ? 13 : 17);
-    const c = config({
-      sendBufferSize: 8192,
-      receiveBufferSize: 6144,
-      sendQueueDepth: 16,
-      receiveQueueDepth: 16,
-      messageSend,
-    });
-    const [a, b] = pair(c);
+    const [a, b] = pair(smallest(messageSend));
     const steps = run([flow(a, b, 5, 1 << 20, () => 1 + Math.floor(rand() * 40000))], [a, b], rand);
     assert.ok(steps > 0);
     assert.equal(a.engine.failed, false);
