@@ -252,6 +252,11 @@ async function promisesDuring(f: () => Promise<void>): Promise<number> {
   return n;
 }
 
+/** Deno's flags for the processes that count heap bytes: collections on demand, a fixed young
+ * generation (see {@link bytesDuring}). */
+const DENO_HEAP_FLAGS =
+  "--v8-flags=--expose-gc,--min-semi-space-size=128,--max-semi-space-size=128";
+
 /**
  * JS heap bytes allocated while `f` runs. No collection may run in between: Deno's young
  * generation is fixed at 128 MiB (`--min-semi-space-size` as well as the maximum: with only the
@@ -462,7 +467,7 @@ const meCounting = (extra: string[]) =>
     process.execPath,
     "run",
     "-A",
-    "--v8-flags=--expose-gc,--min-semi-space-size=128,--max-semi-space-size=128",
+    DENO_HEAP_FLAGS,
     self,
     ...extra,
   ];
@@ -696,7 +701,7 @@ async function main(): Promise<void> {
     process.execPath,
     "run",
     "-A",
-    "--v8-flags=--expose-gc,--min-semi-space-size=128,--max-semi-space-size=128",
+    DENO_HEAP_FLAGS,
     self,
     "--role",
     "alloc",
