@@ -18,7 +18,8 @@
  *
  * Options: --warm N (default 40000: the guest's optimizing compiler needs thousands of rounds),
  * --rounds N (default 3000), --address IP (default $RDMA_GUEST_IP), --top N (default 6),
- * --loops a,b (default all four).
+ * --loops a,b (default all four), --survivors (count only what outlived a young-generation
+ * collection: what makes V8 grow its young generation and fills the old one).
  *
  * @module
  */
@@ -37,6 +38,7 @@ const WARM = Number(arg("warm", "40000"));
 const ROUNDS = Number(arg("rounds", "3000"));
 const TOP = Number(arg("top", "6"));
 const LOOPS = arg("loops", "empty,pair,promise,cycle").split(",");
+const SURVIVORS = process.argv.includes("--survivors");
 
 interface ProfileNode {
   callFrame: { functionName: string; url: string; lineNumber: number };
@@ -116,7 +118,7 @@ async function sites(
   await post("HeapProfiler.startSampling", {
     samplingInterval: 16,
     includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true,
+    includeObjectsCollectedByMinorGC: !SURVIVORS,
   });
   await loop(rounds);
   const { profile } = await post<{ profile: { head: ProfileNode } }>("HeapProfiler.stopSampling");
@@ -140,7 +142,10 @@ if (!address) throw new Error("no address: pass --address IP or set RDMA_GUEST_I
 const l = listen({ hostname: address, port: 0 });
 const [a, b] = await Promise.all([l.accept(), connect({ hostname: address, port: l.addr.port })]);
 l.close();
-console.log(`bench/alloc-sites (deno ${Deno.version.deno}): warm-up ${WARM}, ${ROUNDS} rounds`);
+console.log(
+  `bench/alloc-sites (deno ${Deno.version.deno}): warm-up ${WARM}, ${ROUNDS} rounds` +
+    (SURVIVORS ? ", only what survived a scavenge" : ""),
+);
 const all: [string, Loop, number, number][] = [
   ...Object.entries(loops(a, b)).map(([k, f]) =>
     [k, f, WARM, ROUNDS] as [string, Loop, number, number]

@@ -22,7 +22,7 @@ import { InvalidArgumentError, LibraryNotFoundError, RdmaError } from "../types/
 import { candidates, LIBRARIES, type LibraryInfo, type LibraryPaths } from "./library.ts";
 import { describe } from "../types/check.ts";
 import { costs, countCall, countedLibrary, COUNTING } from "./cost.ts";
-import { countBorn, countDied, countMemory } from "./census.ts";
+import { countBorn, countMemory } from "./census.ts";
 
 /** What a runtime backend must provide. */
 export interface Backend {
@@ -153,7 +153,7 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
   return Object.assign(native, {
     fnPointerPath: fp.path,
     fnPointer: boundOnce(backend, fp.fnPointer),
-    prepareCall: censusPrepareCall(COUNTING ? countedPrepareCall(fp.prepareCall) : fp.prepareCall),
+    prepareCall: COUNTING ? countedPrepareCall(fp.prepareCall) : fp.prepareCall,
   });
 }
 
@@ -175,27 +175,6 @@ function boundOnce(backend: Backend, bind: Native["fnPointer"]): Native["fnPoint
       countBorn("FnPointer");
     }
     return f as BoundFunction<S>;
-  };
-}
-
-/**
- * Prepared calls counted in the census (`PreparedCall`, until `free()`); the call itself is the
- * loader's, untouched.
- */
-function censusPrepareCall(prepare: Native["prepareCall"]): Native["prepareCall"] {
-  return (fn, spec, args) => {
-    const p = prepare(fn, spec, args);
-    countBorn("PreparedCall");
-    const free = p.free;
-    let live = true;
-    p.free = () => {
-      if (live) {
-        live = false;
-        countDied("PreparedCall");
-      }
-      free.call(p);
-    };
-    return p;
   };
 }
 

@@ -18,6 +18,7 @@ import type {
 } from "../types/ctypes.ts";
 import type { Native, PreparedCall } from "../types/native.ts";
 import { type Backend, buildNative } from "./build.ts";
+import { countBorn, countDied } from "./census.ts";
 import type { LibraryPaths } from "./library.ts";
 
 const BUN_ARGS: Record<CType, FFIType> = {
@@ -62,27 +63,46 @@ function fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
   return (spec.result === "pointer" ? (...a: unknown[]) => asPtr(f(...a) as number) : f) as never;
 }
 
-/** A prepared call over `f`, the function pointer bound once (`native.fnPointer`). */
-function prepareCall<S extends FunctionSpec>(
-  f: (...a: unknown[]) => ReturnType<PreparedCall<S>["call"]>,
-  args: ArgValues<S["args"]>,
-): PreparedCall<S> {
-  const a = [...args] as unknown[];
-  // fixed-arity closures: no spread, no allocation per call
-  const call = a.length === 3
-    ? () => f(a[0], a[1], a[2])
-    : a.length === 2
-    ? () => f(a[0], a[1])
-    : a.length === 1
-    ? () => f(a[0])
-    : () => f(...a);
-  return {
-    call,
-    setArg(index, value) {
-      a[index] = value;
-    },
-    free() {},
-  };
+/**
+ * A prepared call over `f`, the function pointer bound once (`native.fnPointer`): the arguments
+ * kept in an array, the call made with a fixed arity (no spread, no allocation per call).
+ */
+class BunCall<S extends FunctionSpec> implements PreparedCall<S> {
+  readonly #f: (...a: unknown[]) => ReturnType<PreparedCall<S>["call"]>;
+  readonly #a: unknown[];
+  #live = true;
+
+  constructor(
+    f: (...a: unknown[]) => ReturnType<PreparedCall<S>["call"]>,
+    args: ArgValues<S["args"]>,
+  ) {
+    this.#f = f;
+    this.#a = [...args];
+    countBorn("PreparedCall");
+  }
+
+  call(): ReturnType<PreparedCall<S>["call"]> {
+    const a = this.#a;
+    switch (a.length) {
+      case 3:
+        return this.#f(a[0], a[1], a[2]);
+      case 2:
+        return this.#f(a[0], a[1]);
+      case 1:
+        return this.#f(a[0]);
+      default:
+        return this.#f(...a);
+    }
+  }
+
+  setArg(index: number, value: ArgValues<S["args"]>[number]): void {
+    this.#a[index] = value;
+  }
+
+  free(): void {
+    if (this.#live) countDied("PreparedCall");
+    this.#live = false;
+  }
 }
 
 const backend: Backend = {
@@ -128,7 +148,7 @@ const backend: Backend = {
   functionPointers: (native) => ({
     path: "CFunction",
     fnPointer,
-    prepareCall: (fn, spec, args) => prepareCall(native.fnPointer(fn, spec) as never, args),
+    prepareCall: (fn, spec, args) => new BunCall(native.fnPointer(fn, spec) as never, args),
   }),
 };
 

@@ -20,6 +20,7 @@ import { LIBFFI } from "../types/symbols/libc.ts";
 import { FfiPermissionError, RdmaError } from "../types/errors.ts";
 import { type Backend, buildNative } from "./build.ts";
 import { candidates, LIBRARIES, type LibraryPaths } from "./library.ts";
+import { countBorn, countDied } from "./census.ts";
 
 type DenoResult = Deno.NativeResultType;
 
@@ -209,8 +210,10 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
     readonly #rvalue: Deno.PointerValue;
     readonly #avalue: Deno.PointerValue;
     readonly #spec: S;
+    readonly #counted: boolean;
 
-    constructor(fn: NativePointer, spec: S, args: ArgValues<S["args"]>) {
+    /** `counted`: a prepared call of the census (not a bound function pointer's own call). */
+    constructor(fn: NativePointer, spec: S, args: ArgValues<S["args"]>, counted: boolean) {
       const n = spec.args.length;
       this.#spec = spec;
       this.#cif = denoPtr(cifFor(spec));
@@ -225,6 +228,8 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
         writeSlot(view, SLOT * (1 + i), spec.args[i], args[i]);
       }
       this.#target = denoPtr(fn);
+      this.#counted = counted;
+      if (counted) countBorn("PreparedCall");
     }
 
     call(): ReturnType<PreparedCall<S>["call"]> {
@@ -238,8 +243,10 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
     }
 
     free(): void {
-      if (this.#block !== null) native.free(this.#block, this.#bytes, 16);
+      if (this.#block === null) return;
+      native.free(this.#block, this.#bytes, 16);
       this.#block = null;
+      if (this.#counted) countDied("PreparedCall");
     }
   }
 
@@ -248,14 +255,16 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
     spec: S,
     args: ArgValues<S["args"]>,
   ): PreparedCall<S> {
-    return new LibffiCall(fn, spec, args);
+    return new LibffiCall(fn, spec, args, true);
   }
 
   return {
     prepareCall,
     fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
       const n = spec.args.length;
-      const prepared = prepareCall(fn, spec, new Array(n).fill(0) as ArgValues<S["args"]>);
+      // counted as the `FnPointer` it backs (native.fnPointer), kept for the life of the process
+      const zeros = new Array(n).fill(0) as ArgValues<S["args"]>;
+      const prepared = new LibffiCall(fn, spec, zeros, false);
       return ((...args: unknown[]) => {
         for (let i = 0; i < n; i++) prepared.setArg(i, args[i] as never);
         return prepared.call();
@@ -287,12 +296,17 @@ function unsafeFnPointerPath(native: Native): Pick<Native, "fnPointer" | "prepar
         ...a: unknown[]
       ) => ReturnType<PreparedCall<S>["call"]>;
       const a = [...args] as unknown[];
+      let live = true;
+      countBorn("PreparedCall");
       return {
         call: () => f(...a),
         setArg(index: number, value: unknown) {
           a[index] = value;
         },
-        free() {},
+        free() {
+          if (live) countDied("PreparedCall");
+          live = false;
+        },
       };
     },
   };

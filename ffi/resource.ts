@@ -49,7 +49,8 @@ const leaks = new FinalizationRegistry<string>((kind) => {
 export abstract class NativeResource implements Disposable {
   #closed = false;
   #closing = false;
-  readonly #dependents = new Set<NativeResource>();
+  // made on the first dependent: most objects (MRs, QPs, prepared WRs) never have one
+  #dependents: Set<NativeResource> | null = null;
   readonly #owners: NativeResource[] = [];
   readonly #class: AnyClass<unknown>;
   readonly #kind: string;
@@ -75,7 +76,7 @@ export abstract class NativeResource implements Disposable {
     for (const o of owners) {
       if (!o) continue;
       o.assertOpen();
-      o.#dependents.add(this);
+      (o.#dependents ??= new Set()).add(this);
       this.#owners.push(o);
     }
     leaks.register(this, kind, this);
@@ -100,13 +101,13 @@ export abstract class NativeResource implements Disposable {
   /** Makes `dependent` close before this object (e.g. a QP before its CM id). */
   protected addDependent(dependent: NativeResource): void {
     this.assertOpen();
-    this.#dependents.add(dependent);
+    (this.#dependents ??= new Set()).add(dependent);
     dependent.#owners.push(this);
   }
 
   /** The open dependents, oldest first. */
   protected dependents(): NativeResource[] {
-    return [...this.#dependents];
+    return this.#dependents === null ? [] : [...this.#dependents];
   }
 
   /**
@@ -141,19 +142,21 @@ export abstract class NativeResource implements Disposable {
       first = e;
       failed = true;
     }
-    const deps = [...this.#dependents].reverse();
-    for (const d of deps) {
-      try {
-        d.#closeNow();
-      } catch (e) {
-        if (!failed) first = e;
-        failed = true;
+    if (this.#dependents !== null && this.#dependents.size > 0) {
+      const deps = [...this.#dependents];
+      for (let i = deps.length - 1; i >= 0; i--) {
+        try {
+          deps[i].#closeNow();
+        } catch (e) {
+          if (!failed) first = e;
+          failed = true;
+        }
       }
     }
     this.#closed = true;
     leaks.unregister(this);
     countDied(this.kind);
-    for (const o of this.#owners) o.#dependents.delete(this);
+    for (let i = 0; i < this.#owners.length; i++) this.#owners[i].#dependents?.delete(this);
     try {
       this.destroy();
     } catch (e) {

@@ -237,10 +237,9 @@ export class VerbsTransport implements StreamTransport {
         this.#imm0 = make([imm(0)]);
         this.#imm1 = make([imm(1)]);
         this.#imm2 = make([imm(2)]);
-        this.#recv1 = this.qp.prepareRecv({ wrId: RECV_WR_ID, sg: [] });
-        this.#recvBatch = this.qp.prepareRecv(
-          Array.from({ length: this.#recvBatchSize }, () => ({ wrId: RECV_WR_ID, sg: [] })),
-        );
+        const recv = { wrId: RECV_WR_ID, sg: [] };
+        this.#recv1 = this.qp.prepareRecv(recv);
+        this.#recvBatch = this.qp.prepareRecv(new Array(this.#recvBatchSize).fill(recv));
       } else {
         const msgOff = sendMemorySize(config) - 8;
         const send: SendWr = {

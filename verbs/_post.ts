@@ -8,7 +8,6 @@
  */
 
 import { native } from "../ffi/native.ts";
-import { NativeBlock } from "../ffi/memory.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import type { PreparedCall } from "../types/native.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
@@ -28,38 +27,35 @@ const OP_NAMES: Record<PostOp, string> = {
 };
 
 /**
- * One prepared call of a post verb on one queue, with its `bad_wr` out-parameter: `run(list)`
- * posts the list the call points at and maps a failure to {@link PostError} with the index of
- * `bad_wr`. Allocates nothing.
+ * One prepared call of a post verb on one queue: `run(list)` posts the list the call points at
+ * (its `bad_wr` out-parameter is the list's own slot) and maps a failure to {@link PostError}
+ * with the index of `bad_wr`. Allocates nothing.
  */
 export class PostCall {
   readonly #op: PostOp;
-  readonly #bad = new NativeBlock(8, 8);
   readonly #call: PreparedCall<PostSpec>;
 
-  /** Prepares `op` (function pointer `fn`) on the queue `obj` with the list at `first`. */
-  constructor(op: PostOp, fn: NativePointer, obj: NativePointer, first: NativePointer) {
+  /** Prepares `op` (function pointer `fn`) on the queue `obj` with `list`. */
+  constructor(op: PostOp, fn: NativePointer, obj: NativePointer, list: WrList) {
     this.#op = op;
-    this.#call = native().prepareCall(fn, IBVERBS_OPS[op], [obj, first, this.#bad.ptr]);
+    this.#call = native().prepareCall(fn, IBVERBS_OPS[op], [obj, list.wr(0), list.badWr]);
   }
 
   /** Points the call at another list. */
-  retarget(first: NativePointer): void {
-    this.#call.setArg(1, first);
+  retarget(list: WrList): void {
+    this.#call.setArg(1, list.wr(0));
+    this.#call.setArg(2, list.badWr);
   }
 
   /** Posts; throws PostError naming the first request the provider refused. */
   run(list: WrList): void {
     const rc = this.#call.call();
-    if (rc !== 0) {
-      throw new PostError(OP_NAMES[this.#op], Math.abs(rc), list.indexOf(this.#bad.pointerAt(0)));
-    }
+    if (rc !== 0) throw new PostError(OP_NAMES[this.#op], Math.abs(rc), list.badIndex());
   }
 
   /** Frees the native argument block (idempotent). */
   free(): void {
     this.#call.free();
-    this.#bad.free();
   }
 }
 
@@ -124,8 +120,8 @@ export class ListPoster {
     if (!list || list.capacity < count || list.sgeCapacity < sges) {
       const old = list;
       list = new WrList(this.#wrSize, Math.max(count, 8), Math.max(sges, 16));
-      if (!this.#call) this.#call = new PostCall(this.#op, this.#fn, this.#obj, list.wr(0));
-      else this.#call.retarget(list.wr(0));
+      if (!this.#call) this.#call = new PostCall(this.#op, this.#fn, this.#obj, list);
+      else this.#call.retarget(list);
       old?.block.free();
       this.#list = list;
     }

@@ -27,15 +27,25 @@ export class WrList {
   readonly wrSize: number;
   /** Where each WR's SGEs start (byte offset), after an encode. */
   readonly sgeAt: number[] = [];
+  /** The pointer slot a post writes `bad_wr` into (the block's last 8 bytes). */
+  readonly badWr: NativePointer;
   readonly #L: Layouts;
+  readonly #badAt: number;
 
-  /** Allocates room for `capacity` WRs of `wrSize` bytes and `sgeCapacity` SGEs. */
+  /** Allocates room for `capacity` WRs of `wrSize` bytes, `sgeCapacity` SGEs and `bad_wr`. */
   constructor(wrSize: number, capacity: number, sgeCapacity: number) {
     this.#L = layouts();
     this.wrSize = wrSize;
     this.capacity = capacity;
     this.sgeCapacity = sgeCapacity;
-    this.block = new NativeBlock(wrSize * capacity + this.#L.ibv_sge.size * sgeCapacity, 64);
+    this.#badAt = wrSize * capacity + this.#L.ibv_sge.size * sgeCapacity;
+    this.block = new NativeBlock(this.#badAt + 8, 64);
+    this.badWr = this.block.at(this.#badAt);
+  }
+
+  /** The index of the WR a failed post named in `bad_wr`. */
+  badIndex(): number {
+    return this.indexOf(this.block.pointerAt(this.#badAt));
   }
 
   /** The address of WR `i`. */

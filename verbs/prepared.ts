@@ -38,6 +38,10 @@ export function prepareRecv(
   return new PreparedRecv(owner, op, wrs, check, CONSTRUCT);
 }
 
+// what a WR without SGEs keeps (shared: nothing is ever written to them, see `#sge`)
+const NO_MRS: MemoryRegion[] = [];
+const NO_OFFSETS: number[] = [];
+
 /** The common part of prepared sends and receives: a native list, its call, the SGE bookkeeping. */
 export abstract class PreparedList extends NativeResource {
   /** Number of WRs in the list. */
@@ -73,9 +77,9 @@ export abstract class PreparedList extends NativeResource {
     else list.encodeRecv(wrs as readonly RecvWr[], wrs.length);
     this.view = list.block.view;
     this.#check = check;
-    this.#call = new PostCall(op, owner.context.op(op)!, owner.ptr, list.wr(0));
-    this.#sgeMr = wrs.map((w) => (w.sg ?? []).map((s) => s.mr));
-    this.#sgeOffset = wrs.map((w) => (w.sg ?? []).map((s) => s.offset ?? 0));
+    this.#call = new PostCall(op, owner.context.op(op)!, owner.ptr, list);
+    this.#sgeMr = wrs.map((w) => w.sg?.length ? w.sg.map((s) => s.mr) : NO_MRS);
+    this.#sgeOffset = wrs.map((w) => w.sg?.length ? w.sg.map((s) => s.offset ?? 0) : NO_OFFSETS);
     this.#sgeSize = L.ibv_sge.size;
     this.#sgeAddr = L.ibv_sge.fields.addr.offset;
     this.#sgeLength = L.ibv_sge.fields.length.offset;

@@ -384,8 +384,8 @@ function sgListProblem(
   if (sg === undefined) return null;
   if (!Array.isArray(sg)) return `sg must be an array of SGEs, got ${show(sg)}`;
   if (sg.length > max) return `${sg.length} SGEs exceed the ${what} ${max}`;
-  for (const s of sg) {
-    const p = sgeProblem(s, pd, needLocalWrite);
+  for (let i = 0; i < sg.length; i++) {
+    const p = sgeProblem(sg[i], pd, needLocalWrite);
     if (p) return p;
   }
   return null;
