@@ -2,7 +2,9 @@
  * The one lifetime base of every native-backed object in the library (verbs objects, connection
  * manager ids and channels, stream connections): an object is owned by the objects it depends on
  * (its owners), closing an owner closes its dependents first (newest first), `close()` is
- * idempotent, `Symbol.dispose` aliases it, and a FinalizationRegistry only reports a leak.
+ * idempotent, `Symbol.dispose` aliases it, and a FinalizationRegistry only reports a leak: of an
+ * object without owners (a context, an event channel, a connection, a listener), the only kind
+ * that can be collected while open, since every owner holds its open dependents.
  *
  * @module
  */
@@ -79,7 +81,9 @@ export abstract class NativeResource implements Disposable {
       (o.#dependents ??= new Set()).add(this);
       this.#owners.push(o);
     }
-    leaks.register(this, kind, this);
+    // Only an object without owners can become garbage while open: an owner holds its open
+    // dependents, so an unclosed child is reported with the unclosed root that leaks with it.
+    if (this.#owners.length === 0) leaks.register(this, kind, this);
     countBorn(kind);
   }
 
@@ -154,7 +158,7 @@ export abstract class NativeResource implements Disposable {
       }
     }
     this.#closed = true;
-    leaks.unregister(this);
+    if (this.#owners.length === 0) leaks.unregister(this);
     countDied(this.kind);
     for (let i = 0; i < this.#owners.length; i++) this.#owners[i].#dependents?.delete(this);
     try {

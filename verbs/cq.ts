@@ -133,7 +133,7 @@ export class CompletionQueue extends NativeResource {
   readonly #wcs: NativeBlock;
   readonly #poll: PreparedCall<PollSpec>;
   readonly #notify: PreparedCall<NotifySpec>;
-  readonly #notifySolicited: PreparedCall<NotifySpec>;
+  #notifySolicited: PreparedCall<NotifySpec> | null = null; // made on first use
   readonly #cqView: DataView;
   readonly #links: CqLinks;
   #pollMax: number;
@@ -170,8 +170,15 @@ export class CompletionQueue extends NativeResource {
     ]);
     const notify = context.op("req_notify_cq")!;
     this.#notify = n.prepareCall(notify, IBVERBS_OPS.req_notify_cq, [cq, 0]);
-    this.#notifySolicited = n.prepareCall(notify, IBVERBS_OPS.req_notify_cq, [cq, 1]);
     rememberObject(context, cq, this);
+  }
+
+  #solicitedCall(): PreparedCall<NotifySpec> {
+    return this.#notifySolicited ??= native().prepareCall(
+      this.context.op("req_notify_cq")!,
+      IBVERBS_OPS.req_notify_cq,
+      [this.ptr, 1],
+    );
   }
 
   /** The number of entries the provider granted. */
@@ -255,7 +262,7 @@ export class CompletionQueue extends NativeResource {
   requestNotify(solicitedOnly = false): void {
     this.assertOpen();
     if (!this.channel) throw new InvalidArgumentError("requestNotify: the CQ has no channel");
-    const rc = (solicitedOnly ? this.#notifySolicited : this.#notify).call();
+    const rc = (solicitedOnly ? this.#solicitedCall() : this.#notify).call();
     if (rc !== 0) throwReturned("ibv_req_notify_cq", rc);
   }
 
@@ -290,7 +297,7 @@ export class CompletionQueue extends NativeResource {
     forgetObject(this.context, this.ptr);
     this.#poll.free();
     this.#notify.free();
-    this.#notifySolicited.free();
+    this.#notifySolicited?.free();
     const rc = n.ibverbs.ibv_destroy_cq(this.ptr);
     this.#wcs.free();
     if (rc !== 0) throwReturned("ibv_destroy_cq", rc);

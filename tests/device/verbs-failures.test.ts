@@ -4,6 +4,7 @@ import { deviceTest } from "../harness.ts";
 import {
   AccessFlags,
   EventType,
+  PostError,
   QpType,
   SendFlags,
   WcStatus,
@@ -32,6 +33,43 @@ deviceTest("verbs: wrong rkey completes with REM_ACCESS_ERR", (env) => {
   // the same through the cursor's typed error
   a.toError();
 });
+
+deviceTest(
+  "verbs: a post the provider refuses (send queue full) names bad_wr's index",
+  async (env) => {
+    using f = fixture(env);
+    const [a, b] = qpPair(f, { cap: { maxSendWr: 4 } });
+    const n = a.cap.maxSendWr;
+    const src = f.pd.allocBuffer(64);
+    const dst = f.pd.allocBuffer(64, { access: RW });
+    const write = (i: number) => ({
+      wrId: i,
+      opcode: WrOpcode.RDMA_WRITE,
+      sg: [{ mr: src, length: 8 }],
+      remote: { addr: dst.addr, rkey: dst.rkey },
+    });
+    const wrs = Array.from({ length: n + 2 }, (_, i) => write(i));
+    // the provider takes the first n (a full send queue) and names WR n in bad_wr
+    const refused = (e: unknown) => {
+      assert.ok(e instanceof PostError, String(e));
+      assert.equal(e.index, n);
+      assert.equal(e.code, "ENOMEM");
+      return true;
+    };
+    assert.throws(() => a.postSend(wrs), refused);
+    assert.deepEqual(
+      (await waitWcAsync(f.cq, n)).map((w) => w.status),
+      Array(n).fill(WcStatus.SUCCESS),
+    );
+    // the same through a prepared list, twice (the slot is reused)
+    const prepared = a.prepareSend(wrs);
+    for (let round = 0; round < 2; round++) {
+      assert.throws(() => prepared.post(), refused);
+      assert.equal((await waitWcAsync(f.cq, n)).length, n);
+    }
+    assert.equal(b.stateName, "IBV_QPS_RTS");
+  },
+);
 
 deviceTest("verbs: no receive posted → RNR retry exceeded with small rnr_retry", async (env) => {
   using f = fixture(env);
