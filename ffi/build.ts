@@ -89,7 +89,6 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
   const native: Native = {
     runtime: backend.runtime,
     arch: backend.arch,
-    fnPointerPath: "CFunction",
     get ibverbs() {
       return ibverbs ??= open(LIBRARIES.libibverbs, paths.libibverbs, IBVERBS);
     },
@@ -142,19 +141,25 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
       countMemory(-1, -rounded);
       libc.free(p);
     },
-    fnPointer: () => {
-      throw new RdmaError("function pointers not initialised");
+    get fnPointerPath() {
+      return fnPointers().path;
     },
-    prepareCall: () => {
-      throw new RdmaError("function pointers not initialised");
-    },
+    fnPointer: boundOnce(backend, (fn, spec) => fnPointers().fnPointer(fn, spec)),
+    prepareCall: (fn, spec, args) => prepare(fn, spec, args),
   };
-  const fp = backend.functionPointers(native, paths);
-  return Object.assign(native, {
-    fnPointerPath: fp.path,
-    fnPointer: boundOnce(backend, fp.fnPointer),
-    prepareCall: COUNTING ? countedPrepareCall(fp.prepareCall) : fp.prepareCall,
-  });
+  // Function-pointer calling (Deno: libffi opened and bound) is set up by the first binding or
+  // prepared call, so a program pays for it only when it calls an inline verb: a listening
+  // rdma_cm id needs none.
+  let fp: ReturnType<Backend["functionPointers"]> | undefined;
+  let prepare: Native["prepareCall"] = (fn, spec, args) => {
+    const p = fnPointers().prepareCall;
+    prepare = COUNTING ? countedPrepareCall(p) : p;
+    return prepare(fn, spec, args);
+  };
+  function fnPointers(): ReturnType<Backend["functionPointers"]> {
+    return fp ??= backend.functionPointers(native, paths);
+  }
+  return native;
 }
 
 /**
