@@ -21,9 +21,8 @@ export class NativeBlock {
   readonly size: number;
   /** A view over the whole block (little-endian fields: pass `true`). */
   readonly view: DataView;
-  /** The same bytes as a `Uint8Array`. */
-  readonly bytes: Uint8Array;
   readonly #buffer: ArrayBuffer;
+  #bytes: Uint8Array | null = null;
   readonly #align: number;
   #freed = false;
 
@@ -37,7 +36,12 @@ export class NativeBlock {
     this.addrNumber = Number(n.address(this.ptr));
     this.#buffer = n.arrayBuffer(this.ptr, this.size);
     this.view = new DataView(this.#buffer);
-    this.bytes = new Uint8Array(this.#buffer);
+  }
+
+  /** The same bytes as a `Uint8Array` (made on first use: most blocks are only read by fields). */
+  get bytes(): Uint8Array {
+    // after free() the buffer is detached: an empty view, like the views made before it
+    return this.#bytes ??= this.#freed ? new Uint8Array(0) : new Uint8Array(this.#buffer);
   }
 
   /** A native copy of `bytes` (at least `minSize` bytes, zero-padded). */

@@ -70,6 +70,7 @@ export class Context extends NativeResource {
   readonly deviceName: string;
   /** The async-event file descriptor (non-blocking). */
   readonly asyncFd: number;
+  readonly #ops = new Map<ContextOp, NativePointer | null>();
   /** Not for direct use: {@link openDevice} opens a device and makes its context. */
   constructor(ptr: NativePointer, deviceName: string, token: symbol) {
     checkConstruct(token, "contexts are made by openDevice()");
@@ -224,10 +225,12 @@ export class Context extends NativeResource {
   /** The function pointer of an `ibv_context_ops` member (null when the provider lacks it). */
   op(name: ContextOp): NativePointer | null {
     this.assertOpen();
-    return native().readPointer(
-      this.ptr,
-      layouts().ibv_context.fields[`ops.${name}`].offset,
-    );
+    // the provider fills the table when the device opens; every QP and CQ made asks again
+    const known = this.#ops.get(name);
+    if (known !== undefined) return known;
+    const fn = native().readPointer(this.ptr, layouts().ibv_context.fields[`ops.${name}`].offset);
+    this.#ops.set(name, fn);
+    return fn;
   }
 
   /**
