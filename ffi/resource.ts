@@ -34,6 +34,7 @@ export function checkConstruct(token: unknown, message: string): void {
   if (token !== CONSTRUCT) throw new InvalidArgumentError(message);
 }
 
+const NO_OWNERS: NativeResource[] = [];
 const leakedKinds = new Set<string>();
 const leaks = new FinalizationRegistry<string>((kind) => {
   if (leakedKinds.has(kind)) return;
@@ -53,7 +54,7 @@ export abstract class NativeResource implements Disposable {
   #closing = false;
   // made on the first dependent: most objects (MRs, QPs, prepared WRs) never have one
   #dependents: Set<NativeResource> | null = null;
-  readonly #owners: NativeResource[] = [];
+  readonly #owners: readonly NativeResource[];
   readonly #class: AnyClass<unknown>;
   readonly #kind: string;
 
@@ -75,15 +76,26 @@ export abstract class NativeResource implements Disposable {
   protected constructor(kind: string, owners: readonly (NativeResource | null | undefined)[]) {
     this.#class = new.target as unknown as AnyClass<unknown>;
     this.#kind = kind;
-    for (const o of owners) {
+    // indexed loops and an array of the exact size: constructors mostly run unoptimized, where
+    // an iterator and a growing array are allocations
+    let count = 0;
+    for (let i = 0; i < owners.length; i++) {
+      const o = owners[i];
       if (!o) continue;
       o.assertOpen();
-      (o.#dependents ??= new Set()).add(this);
-      this.#owners.push(o);
+      count++;
     }
+    const mine: NativeResource[] = count === 0 ? NO_OWNERS : new Array(count);
+    for (let i = 0, j = 0; i < owners.length; i++) {
+      const o = owners[i];
+      if (!o) continue;
+      (o.#dependents ??= new Set()).add(this);
+      mine[j++] = o;
+    }
+    this.#owners = mine;
     // Only an object without owners can become garbage while open: an owner holds its open
     // dependents, so an unclosed child is reported with the unclosed root that leaks with it.
-    if (this.#owners.length === 0) leaks.register(this, kind, this);
+    if (count === 0) leaks.register(this, kind, this);
     countBorn(kind);
   }
 
@@ -100,13 +112,6 @@ export abstract class NativeResource implements Disposable {
   /** Throws {@link ClosedError} when closed. */
   assertOpen(): void {
     if (this.#closed) throw new ClosedError(this.kind);
-  }
-
-  /** Makes `dependent` close before this object (e.g. a QP before its CM id). */
-  protected addDependent(dependent: NativeResource): void {
-    this.assertOpen();
-    (this.#dependents ??= new Set()).add(dependent);
-    dependent.#owners.push(this);
   }
 
   /** The open dependents, oldest first. */

@@ -69,15 +69,10 @@ class Prepared {
 
   constructor(p: PreparedSend, wrs: readonly SendWr[], mrLength: number) {
     this.p = p;
-    this.#off = [];
-    this.#len = [];
     this.#flags = wrs.map((w) => w.flags ?? SIGNALED);
-    for (const w of wrs) {
-      for (const s of w.sg ?? []) {
-        this.#off.push(s.offset ?? 0);
-        this.#len.push(s.length ?? 1);
-      }
-    }
+    const sges = wrs.flatMap((w) => w.sg ?? []);
+    this.#off = sges.map((s) => s.offset ?? 0);
+    this.#len = sges.map((s) => s.length ?? 1);
     this.#mrLength = mrLength;
   }
 
