@@ -1,9 +1,14 @@
 /**
  * The lifetime base on the host (ffi/resource.ts): brands that only the constructor sets, owners
- * closing their dependents first, `close()` idempotent. Every verbs, cm and stream object is one of
+ * closing their dependents first, `close()` idempotent, the leak report of an unclosed root. Every verbs, cm and stream object is one of
  * these; their device behaviour is in tests/device/.
  */
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import process from "node:process";
 import { test } from "./harness.ts";
 import { checkResource, isInstance, NativeResource } from "../ffi/resource.ts";
 import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
@@ -54,4 +59,44 @@ test("resource: closing an owner closes its dependents first, once; later use is
   assert.ok(last.closed);
   assert.throws(() => checkResource(last, Part, "part"), ClosedError);
   assert.throws(() => new Part("late", o), ClosedError);
+});
+
+test("resource: an unclosed root collected by the GC is reported once; its children and closed roots are not", () => {
+  const dir = mkdtempSync(join(tmpdir(), "resource-"));
+  const file = join(dir, "leak.ts");
+  const resourceUrl = new URL("../ffi/resource.ts", import.meta.url).href;
+  writeFileSync(
+    file,
+    `
+    import { NativeResource } from "${resourceUrl}";
+    class LeakRoot extends NativeResource {
+      constructor() { super("LeakRoot", []); }
+      destroy() {}
+    }
+    class LeakChild extends NativeResource {
+      constructor(o) { super("LeakChild", [o]); }
+      destroy() {}
+    }
+    const warnings = [];
+    console.warn = (m) => warnings.push(String(m));
+    const gc = globalThis.gc ?? (() => globalThis.Bun.gc(true));
+    (() => { const r = new LeakRoot(); new LeakChild(r); new LeakChild(r); })();
+    (() => { const r = new LeakRoot(); new LeakChild(r); r.close(); })();
+    for (let i = 0; i < 50 && warnings.length === 0; i++) {
+      gc();
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    gc();
+    await new Promise((r) => setTimeout(r, 50));
+    console.log(JSON.stringify(warnings));
+  `,
+  );
+  const isBun = "Bun" in globalThis;
+  const args = isBun ? [file] : ["run", "-A", "--v8-flags=--expose-gc", file];
+  const r = spawnSync(process.execPath, args, { encoding: "utf8", timeout: 30_000 });
+  rmSync(dir, { recursive: true });
+  assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
+  const warnings: string[] = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+  assert.equal(warnings.length, 1, r.stdout);
+  assert.match(warnings[0], /a LeakRoot was garbage-collected without close\(\)/);
 });
