@@ -2,8 +2,9 @@
  * Where the start-up time goes, phase by phase, in the running runtime: the process start until
  * this module runs (the runtime itself), loading the library's modules (all of `mod.ts`, or only
  * the layers a program uses), opening the native libraries and the device, and the rdma_cm
- * calls up to a listening id. Times are `performance.now()`, which both runtimes count from the
- * process start.
+ * calls up to a listening id; then what the first inline-verb call (a CQ poll, a post) pays on top
+ * to set up function-pointer calling, which a listening id does not need. Times are
+ * `performance.now()`, which both runtimes count from the process start.
  *
  *   deno run -A bench/startup-phases.ts [ADDRESS] [--entry mod.ts|cm.ts|verbs.ts]
  *   bun bench/startup-phases.ts [ADDRESS] [--entry …]
@@ -33,6 +34,9 @@ const id = channel.createId("TCP");
 id.bind({ address, port: 0 });
 id.listen(0);
 t.listening = performance.now();
+// set up by the first inline-verb call, after listening (Deno: libffi opened and bound)
+native().fnPointerPath;
+t.functionPointers = performance.now();
 console.log(JSON.stringify({ entry, exports: Object.keys(lib).length, ms: t }));
 channel.close();
 exitProcess(0);
