@@ -6,6 +6,7 @@
  */
 
 import type {
+  ArgValues,
   BoundFunction,
   BoundLibrary,
   FunctionSpec,
@@ -14,7 +15,7 @@ import type {
   Pointer,
   SymbolTable,
 } from "../types/ctypes.ts";
-import type { FnPointerPath, Native } from "../types/native.ts";
+import type { FnPointerPath, Native, PreparedCall } from "../types/native.ts";
 import { IBVERBS } from "../types/symbols/ibverbs.ts";
 import { RDMACM } from "../types/symbols/rdmacm.ts";
 import { LIBC } from "../types/symbols/libc.ts";
@@ -22,7 +23,7 @@ import { InvalidArgumentError, LibraryNotFoundError, RdmaError } from "../types/
 import { candidates, LIBRARIES, type LibraryInfo, type LibraryPaths } from "./library.ts";
 import { describe } from "../types/check.ts";
 import { costs, countCall, countedLibrary, COUNTING } from "./cost.ts";
-import { countBorn, countMemory } from "./census.ts";
+import { countBorn, countDied, countMemory } from "./census.ts";
 
 /** What a runtime backend must provide. */
 export interface Backend {
@@ -160,6 +161,50 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
     return fp ??= backend.functionPointers(native, paths);
   }
   return native;
+}
+
+/**
+ * A prepared call over a bound function pointer (Bun's `CFunction`, Deno's `UnsafeFnPointer`
+ * fallback): the arguments kept in an array, the call made with a fixed arity (no spread, no
+ * allocation per call), counted in the census until `free()`.
+ */
+export class ArgumentsCall<S extends FunctionSpec> implements PreparedCall<S> {
+  readonly #f: (...a: unknown[]) => ReturnType<PreparedCall<S>["call"]>;
+  readonly #a: unknown[];
+  #live = true;
+
+  /** Prepares calls of `f` with `args` (changed later with {@link ArgumentsCall.setArg}). */
+  constructor(f: BoundFunction<S>, args: ArgValues<S["args"]>) {
+    this.#f = f as unknown as (...a: unknown[]) => ReturnType<PreparedCall<S>["call"]>;
+    this.#a = [...args];
+    countBorn("PreparedCall");
+  }
+
+  /** Calls the function with the current arguments. */
+  call(): ReturnType<PreparedCall<S>["call"]> {
+    const a = this.#a;
+    switch (a.length) {
+      case 3:
+        return this.#f(a[0], a[1], a[2]);
+      case 2:
+        return this.#f(a[0], a[1]);
+      case 1:
+        return this.#f(a[0]);
+      default:
+        return this.#f(...a);
+    }
+  }
+
+  /** Replaces argument `index`. */
+  setArg(index: number, value: ArgValues<S["args"]>[number]): void {
+    this.#a[index] = value;
+  }
+
+  /** Counts the call out of the census (idempotent); there is no native state to free. */
+  free(): void {
+    if (this.#live) countDied("PreparedCall");
+    this.#live = false;
+  }
 }
 
 /**

@@ -8,7 +8,6 @@
 import { CFunction, dlopen, FFIType, ptr, read, toArrayBuffer } from "bun:ffi";
 import process from "node:process";
 import type {
-  ArgValues,
   BoundLibrary,
   CType,
   FunctionSpec,
@@ -16,9 +15,8 @@ import type {
   Pointer,
   SymbolTable,
 } from "../types/ctypes.ts";
-import type { Native, PreparedCall } from "../types/native.ts";
-import { type Backend, buildNative } from "./build.ts";
-import { countBorn, countDied } from "./census.ts";
+import type { Native } from "../types/native.ts";
+import { ArgumentsCall, type Backend, buildNative } from "./build.ts";
 import type { LibraryPaths } from "./library.ts";
 
 const BUN_ARGS: Record<CType, FFIType> = {
@@ -61,48 +59,6 @@ function fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
     ...a: unknown[]
   ) => unknown;
   return (spec.result === "pointer" ? (...a: unknown[]) => asPtr(f(...a) as number) : f) as never;
-}
-
-/**
- * A prepared call over `f`, the function pointer bound once (`native.fnPointer`): the arguments
- * kept in an array, the call made with a fixed arity (no spread, no allocation per call).
- */
-class BunCall<S extends FunctionSpec> implements PreparedCall<S> {
-  readonly #f: (...a: unknown[]) => ReturnType<PreparedCall<S>["call"]>;
-  readonly #a: unknown[];
-  #live = true;
-
-  constructor(
-    f: (...a: unknown[]) => ReturnType<PreparedCall<S>["call"]>,
-    args: ArgValues<S["args"]>,
-  ) {
-    this.#f = f;
-    this.#a = [...args];
-    countBorn("PreparedCall");
-  }
-
-  call(): ReturnType<PreparedCall<S>["call"]> {
-    const a = this.#a;
-    switch (a.length) {
-      case 3:
-        return this.#f(a[0], a[1], a[2]);
-      case 2:
-        return this.#f(a[0], a[1]);
-      case 1:
-        return this.#f(a[0]);
-      default:
-        return this.#f(...a);
-    }
-  }
-
-  setArg(index: number, value: ArgValues<S["args"]>[number]): void {
-    this.#a[index] = value;
-  }
-
-  free(): void {
-    if (this.#live) countDied("PreparedCall");
-    this.#live = false;
-  }
 }
 
 const backend: Backend = {
@@ -148,7 +104,7 @@ const backend: Backend = {
   functionPointers: (native) => ({
     path: "CFunction",
     fnPointer,
-    prepareCall: (fn, spec, args) => new BunCall(native.fnPointer(fn, spec) as never, args),
+    prepareCall: (fn, spec, args) => new ArgumentsCall(native.fnPointer(fn, spec), args),
   }),
 };
 

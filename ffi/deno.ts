@@ -18,7 +18,7 @@ import type {
 import type { Native, PreparedCall } from "../types/native.ts";
 import { LIBFFI } from "../types/symbols/libc.ts";
 import { FfiPermissionError, RdmaError } from "../types/errors.ts";
-import { type Backend, buildNative } from "./build.ts";
+import { ArgumentsCall, type Backend, buildNative } from "./build.ts";
 import { candidates, LIBRARIES, type LibraryPaths } from "./library.ts";
 import { countBorn, countDied } from "./census.ts";
 
@@ -290,25 +290,8 @@ function unsafeFnPointerPath(native: Native): Pick<Native, "fnPointer" | "prepar
   }
   return {
     fnPointer,
-    prepareCall<S extends FunctionSpec>(fn: NativePointer, spec: S, args: ArgValues<S["args"]>) {
-      // bound once per function and signature (`native.fnPointer` caches it)
-      const f = native.fnPointer(fn, spec) as (
-        ...a: unknown[]
-      ) => ReturnType<PreparedCall<S>["call"]>;
-      const a = [...args] as unknown[];
-      let live = true;
-      countBorn("PreparedCall");
-      return {
-        call: () => f(...a),
-        setArg(index: number, value: unknown) {
-          a[index] = value;
-        },
-        free() {
-          if (live) countDied("PreparedCall");
-          live = false;
-        },
-      };
-    },
+    // bound once per function and signature (`native.fnPointer` caches it)
+    prepareCall: (fn, spec, args) => new ArgumentsCall(native.fnPointer(fn, spec), args),
   };
 }
 
