@@ -48,7 +48,9 @@ export function configureNative(options: LibraryPaths): void {
   paths = { ...options };
 }
 
-// Only this machine's table is loaded (the other architecture's would be parsed for nothing).
+// Only this machine's table is evaluated. Deno's loader still reads the other one, as it reads the
+// target of every dynamic import named by a literal (bench/results/2026-11-28-connection-alloc.md);
+// the literal keeps both in the package's module graph for JSR and `deno cache`.
 const layoutTable: Layouts = layoutArch(loader.arch) === "aarch64"
   ? (await import("../types/layouts/aarch64.ts")).AARCH64
   : (await import("../types/layouts/x86_64.ts")).X86_64;
