@@ -107,18 +107,21 @@ export class MemoryWindow extends NativeResource {
       throw new InvalidArgumentError("ibv_bind_mw: the MR lacks IBV_ACCESS_MW_BIND");
     }
     const off = options.offset ?? 0;
-    const len = options.length ?? mr.length - off;
+    // the offset first: the default length is computed from it
+    const len = Number.isSafeInteger(off) ? options.length ?? mr.length - off : options.length;
     if (
-      !Number.isSafeInteger(off) || !Number.isSafeInteger(len) || off < 0 || len <= 0 ||
-      off + len > mr.length
+      !Number.isSafeInteger(off) || !Number.isSafeInteger(len) || off < 0 || len! <= 0 ||
+      off + len! > mr.length
     ) {
-      throw new InvalidArgumentError(`ibv_bind_mw: range ${off}+${len} is outside the MR`);
+      throw new InvalidArgumentError(
+        `ibv_bind_mw: range ${describe(off)}+${describe(len)} is outside the MR`,
+      );
     }
     const access = options.access;
     if (!Number.isInteger(access) || access < 0 || (access & AccessFlags.ZERO_BASED) !== 0) {
       throw new InvalidArgumentError(`ibv_bind_mw: access must be AccessFlags bits, got ${access}`);
     }
-    return this.#bind(q, mr, off, len, access, options.wrId ?? 0, options.flags);
+    return this.#bind(q, mr, off, len!, access, options.wrId ?? 0, options.flags);
   }
 
   /**

@@ -37,6 +37,7 @@
 import { AccessFlags, WrOpcode } from "../types/enums.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { describe } from "../types/check.ts";
+import { isInstance } from "../ffi/resource.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import type { CompletionRecord } from "../poller/tracker.ts";
 import type { MemoryRegion } from "./mr.ts";
@@ -279,7 +280,13 @@ function toSge(local: MemoryRegion | Sge): Sge & { readonly length: number } {
   }
   if ("mr" in local) {
     const offset = local.offset ?? 0;
-    return { mr: local.mr, offset, length: local.length ?? local.mr.length - offset };
+    if (!Number.isSafeInteger(offset) || offset < 0) {
+      throw new InvalidArgumentError(
+        `the local SGE's offset must be a non-negative integer, got ${describe(offset)}`,
+      );
+    }
+    const mrLength = isInstance<MemoryRegion>(local.mr, "MemoryRegion") ? local.mr.length : 0;
+    return { mr: local.mr, offset, length: local.length ?? mrLength - offset };
   }
   return { mr: local, offset: 0, length: local.length };
 }

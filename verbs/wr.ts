@@ -358,9 +358,13 @@ export function sgeProblem(sge: Sge, pd: ProtectionDomain, needLocalWrite: boole
   if (mr.closed) return "an SGE's MR is closed";
   if (mr.pd !== pd) return "an SGE's MR belongs to another PD";
   const offset = sge.offset ?? 0;
+  // the offset first: the default length is computed from it
+  if (!Number.isSafeInteger(offset) || offset < 0) {
+    return `SGE offset ${show(offset)} must be a non-negative integer`;
+  }
   const length = sge.length ?? mr.length - offset;
-  if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0) {
-    return `SGE offset ${show(offset)} and length ${show(length)} must be non-negative integers`;
+  if (!Number.isSafeInteger(length) || length < 0) {
+    return `SGE length ${show(length)} must be a non-negative integer`;
   }
   if (length === 0) {
     return "an SGE of 0 bytes is not allowed: send a zero-length message with no SGE (sg: [])";
@@ -488,10 +492,11 @@ export function sendWrProblem(wr: SendWr, q: SendLimits): string | null {
     if (b.mr.closed) return "the MR to bind is closed";
     if ((b.mr.access & AccessFlags.MW_BIND) === 0) return "the MR to bind lacks IBV_ACCESS_MW_BIND";
     const off = b.offset ?? 0;
-    const len = b.length ?? b.mr.length - off;
+    // the offset first: the default length is computed from it
+    const len = Number.isSafeInteger(off) ? b.length ?? b.mr.length - off : b.length;
     if (
-      !Number.isSafeInteger(off) || !Number.isSafeInteger(len) || off < 0 || len < 0 ||
-      off + len > b.mr.length
+      !Number.isSafeInteger(off) || !Number.isSafeInteger(len) || off < 0 || len! < 0 ||
+      off + len! > b.mr.length
     ) {
       return `bind range [${show(off)}, +${show(len)}) is outside the MR (${b.mr.length} bytes)`;
     }

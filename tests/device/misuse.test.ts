@@ -13,8 +13,10 @@ import {
   InvalidWorkRequestError,
   type MemoryRegion,
   MemoryWindow,
+  MwType,
   openDevice,
   QpType,
+  RemoteMemory,
   SendFlags,
   WcOpcode,
   WrOpcode,
@@ -193,4 +195,43 @@ deviceTest(
       ctx.close();
     }
   },
+);
+
+deviceTest(
+  "defect: a Symbol as an SGE's or a bind's offset is a typed error, not a TypeError",
+  async (env) => {
+    const { f, pd, mk } = pairOnOneCq(env);
+    using _ = f;
+    const a = mk();
+    const b = mk();
+    const gid = f.ctx.queryGid(env.port, env.gidIndex);
+    const o = connectOptions(f, {
+      accessFlags: AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE,
+    });
+    a.activate({ qpNum: b.qpNum, psn: 0, gid }, o);
+    b.activate({ qpNum: a.qpNum, psn: 0, gid }, o);
+    const access = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.MW_BIND;
+    const mr = pd.allocBuffer(256, { access });
+    const bad = Symbol("offset") as unknown as number;
+    // an SGE without a length: its default length was computed from the offset before the check
+    assert.throws(() => b.postRecv({ sg: [{ mr, offset: bad }] }), InvalidWorkRequestError);
+    await assert.rejects(b.recv({ sg: [{ mr, offset: bad }] }), InvalidWorkRequestError);
+    const mw = pd.allocMw(MwType.TYPE_2);
+    assert.throws(
+      () =>
+        a.postSend({
+          opcode: WrOpcode.BIND_MW,
+          bind: { mw, mr, offset: bad, access: AccessFlags.REMOTE_WRITE },
+        } as never),
+      InvalidWorkRequestError,
+    );
+    const remote = RemoteMemory.from(mr.token());
+    await assert.rejects(remote.write(a, { mr, offset: bad }), InvalidArgumentError);
+    // the QPs still work
+    const dst = pd.allocBuffer(64);
+    const got = b.recv({ sg: [{ mr: dst }] });
+    await a.send({ sg: [{ mr, length: 4 }] });
+    assert.equal((await got).byteLen, 4);
+  },
+  { needs: notOnIwarp("QPs connected without rdma_cm") },
 );
