@@ -232,10 +232,28 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
       if (counted) countBorn("PreparedCall");
     }
 
+    /**
+     * Calls, then reads the result (the inline verbs' `int` inline, the rest by type). V8 makes an
+     * FFI call through its fast path only from TurboFan code; Maglev inlines functions of up to
+     * 100 bytes of bytecode into its own code, where the same call takes the slow path (host:
+     * ~120 ns against ~30). At 154 bytes this method is not inlined by Maglev (its callers call
+     * this method's own optimized code) and still is by TurboFan (up to 460): tests/ffi.test.ts
+     * holds the size between the two.
+     */
     call(): ReturnType<PreparedCall<S>["call"]> {
       if (this.#block === null) throw new RdmaError("prepared call used after free()");
       call(this.#cif, this.#target, this.#rvalue, this.#avalue);
-      return readResult(this.#view, this.#spec.result) as ReturnType<PreparedCall<S>["call"]>;
+      const view = this.#view;
+      switch (this.#spec.result) {
+        case "i32":
+          return view.getInt32(0, true) as ReturnType<PreparedCall<S>["call"]>;
+        case "u32":
+          return view.getUint32(0, true) as ReturnType<PreparedCall<S>["call"]>;
+        case "void":
+          return undefined as ReturnType<PreparedCall<S>["call"]>;
+        default:
+          return readResult(view, this.#spec.result) as ReturnType<PreparedCall<S>["call"]>;
+      }
     }
 
     setArg(index: number, value: ArgValues<S["args"]>[number]): void {
