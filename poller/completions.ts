@@ -220,26 +220,23 @@ export class WakeCost {
 export const PROBE_EVERY = 4;
 
 /**
- * A spin counts polls, not clock reads: reading the clock costs about as much as a poll on some
- * runtimes (and allocates in Deno). The clock is read when a spin starts and when it ends; the
- * cost of one pass learnt from those (a moving average, shared by every spin of the process)
- * turns a budget in microseconds into a number of passes. A spin during which the process was
- * preempted raises the average, so in a guest preempted about once per round trip spins last
- * a fifth to a third of their budget (measured); an average that rose slowly made them last
- * their budget and more, and two peers then spun each other out of CPU
- * (bench/results/2026-11-27-spin.md): ending spins by the clock is the open alternative.
+ * A spin reads the clock once every this many polling passes (and after its first one), and ends
+ * at the first read past its budget: reading the clock costs about as much as a poll on some
+ * runtimes (and allocates in Deno). Spins used to count passes, each worth a moving average of
+ * the passes' measured cost; a spin during which the process was preempted raised that average,
+ * so in the guest, preempted about once per round trip, spins ended after a fifth to a third of
+ * their budget (bench/results/2026-11-27-spin.md). By the clock a spin lasts its budget, whatever
+ * preempted it; after a preemption the poll comes before the clock read, so an answer that came
+ * meanwhile is still caught (bench/results/2026-11-28-spin-clock.md).
  */
-let passMicros = 1;
+export const CLOCK_EVERY = 8;
 
-/** How many polling passes fit in `micros` µs (at least one). */
-export function spinPasses(micros: number): number {
-  return Math.max(1, Math.ceil(micros / passMicros));
-}
-
-/** Learns the cost of one polling pass from a spin of `passes` passes that took `ms`. */
-export function notePasses(ms: number, passes: number): void {
-  const per = (ms * 1000) / passes;
-  if (per > 0) passMicros += (per - passMicros) / 4;
+/**
+ * Whether a spin ending at `end` (`performance.now()` ms) is over after its `pass`th poll (1 for
+ * the first): the clock is read only on passes 1, 1 + {@link CLOCK_EVERY}, ...
+ */
+export function spinOver(pass: number, end: number): boolean {
+  return (pass & (CLOCK_EVERY - 1)) === 1 && performance.now() >= end;
 }
 
 /** Throws unless `spinMicros` is a valid spin budget. */
@@ -451,14 +448,13 @@ export function awaitCompletions(
 /** How long the last {@link spinPoll} ran, in milliseconds. */
 let lastSpinMs = 0;
 
-/** Polls until completions arrive or about `micros` µs have passed since `start`; how many. */
+/** Polls until completions arrive or `micros` µs have passed since `start`; how many. */
 function spinPoll(cq: CompletionSource, max: number | undefined, start: number, micros: number) {
-  const passes = spinPasses(micros);
-  let n = 0;
-  let i = 0;
-  while (i < passes && (n = cq.poll(max)) === 0) i++;
+  const end = start + micros / 1000;
+  let pass = 1;
+  let n = cq.poll(max);
+  while (n === 0 && !spinOver(pass++, end)) n = cq.poll(max);
   lastSpinMs = performance.now() - start;
-  notePasses(lastSpinMs, n > 0 ? i + 1 : passes);
   return n;
 }
 

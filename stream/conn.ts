@@ -38,9 +38,8 @@ import { CmEventType } from "../types/enums.ts";
 import {
   BUSY_SLICE_MICROS,
   DEFAULT_STRATEGY,
-  notePasses,
   SpinBudget,
-  spinPasses,
+  spinOver,
   type Strategy,
 } from "../poller/completions.ts";
 import { Poller, PollerHold } from "../poller/poller.ts";
@@ -672,24 +671,21 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   /**
    * Polls the CQ for a bounded budget until `want` can go on (rsocket's `rpoll` idea): the
    * learnt or fixed budget of `"adaptive"`, one slice of `"busy"`, nothing for `"event"`.
-   * Returns whether it can; nothing but FFI calls happens meanwhile.
+   * Returns whether it can; nothing but polls and a clock read every few passes happens meanwhile.
    */
   #spin(want: Want | (() => boolean)): boolean {
     const s = this.#strategy;
     if (s === "event") return false;
-    const passes = spinPasses(s === "adaptive" ? this.#budget.micros : this.#slice);
     const start = performance.now();
-    for (let i = 0; i < passes; i++) {
+    const end = start + (s === "adaptive" ? this.#budget.micros : this.#slice) / 1000;
+    for (let pass = 1;; pass++) {
       if (this.#progress() > 0 && this.#ready(want)) {
-        const ms = performance.now() - start;
-        notePasses(ms, i + 1);
-        if (s === "adaptive") this.#budget.hit(ms * 1000);
+        if (s === "adaptive") this.#budget.hit((performance.now() - start) * 1000);
         return true;
       }
+      if (spinOver(pass, end)) break;
     }
-    const spent = performance.now() - start;
-    notePasses(spent, passes);
-    if (s === "adaptive") this.#budget.miss(start, spent * 1000);
+    if (s === "adaptive") this.#budget.miss(start, (performance.now() - start) * 1000);
     return false;
   }
 
@@ -742,12 +738,10 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
         if (this.#strategy === "busy") {
           if (COUNTING) costs.yields++;
           await yieldToLoop();
-          const passes = spinPasses(this.#slice);
-          const start = performance.now();
-          let i = 1;
+          const end = performance.now() + this.#slice / 1000;
+          let pass = 1;
           n = this.#progress();
-          for (; n === 0 && i < passes; i++) n = this.#progress();
-          notePasses(performance.now() - start, i);
+          while (n === 0 && !spinOver(pass++, end)) n = this.#progress();
         } else {
           n = this.#armAndDrain();
           if (n === 0) {

@@ -249,6 +249,34 @@ test("completions: busy waiting lets timers run", async () => {
   assert.ok(ticks >= 5, `timers ran ${ticks} times while busy-waiting`);
 });
 
+test("completions: a spin lasts its budget by the clock, also after a spin that was preempted", async () => {
+  const cq = new FakeCq(null);
+  const stall = (ms: number) => {
+    const until = performance.now() + ms;
+    while (performance.now() < until) { /* a preempted pass */ }
+  };
+  // spin 1: its second poll takes 5 ms (the process was preempted there), its third finds the
+  // completion; pass-counting spins learnt ~1.7 ms per pass from that and made the next one short
+  let polls = 0;
+  cq.afterEmptyPoll = () => {
+    if (++polls === 2) stall(5);
+    if (polls === 2) cq.complete({ wrId: 1n });
+  };
+  assert.equal(await awaitCompletions(cq, { strategy: "busy", spinMicros: 10_000 }), 1);
+  // spin 2: the completion lands 3 ms in; an 8 ms spin catches it without an event-loop turn
+  const start = performance.now();
+  cq.afterEmptyPoll = () => {
+    if (performance.now() - start >= 3) cq.complete({ wrId: 2n });
+  };
+  let turned = false;
+  const timer = setTimeout(() => turned = true, 0);
+  assert.equal(await awaitCompletions(cq, { strategy: "busy", spinMicros: 8000 }), 1);
+  clearTimeout(timer);
+  assert.equal(turned, false, "caught within the spin, before any event-loop turn");
+  const ms = performance.now() - start;
+  assert.ok(ms >= 3 && ms < 8, `caught 3 ms in: ${ms.toFixed(2)} ms`);
+});
+
 test("tracker: promises per wr_id resolve with the record or reject with the WC status", async () => {
   using poller = new Poller();
   const channel = new FakeChannel();
