@@ -229,14 +229,14 @@ export const PROBE_EVERY = 4;
  * preempted it; after a preemption the poll comes before the clock read, so an answer that came
  * meanwhile is still caught (bench/results/2026-11-28-spin-clock.md).
  */
-export const CLOCK_EVERY = 8;
+export const SPIN_CLOCK_EVERY = 8;
 
 /**
  * Whether a spin ending at `end` (`performance.now()` ms) is over after its `pass`th poll (1 for
- * the first): the clock is read only on passes 1, 1 + {@link CLOCK_EVERY}, ...
+ * the first): the clock is read only on passes 1, 1 + {@link SPIN_CLOCK_EVERY}, ...
  */
 export function spinOver(pass: number, end: number): boolean {
-  return (pass & (CLOCK_EVERY - 1)) === 1 && performance.now() >= end;
+  return (pass & (SPIN_CLOCK_EVERY - 1)) === 1 && performance.now() >= end;
 }
 
 /** Throws unless `spinMicros` is a valid spin budget. */

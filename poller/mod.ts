@@ -45,6 +45,7 @@ export {
   DEFAULT_SPIN_MICROS,
   DEFAULT_STRATEGY,
   MAX_SPIN_MICROS,
+  SPIN_CLOCK_EVERY,
   type Strategy,
 } from "./completions.ts";
 export {
