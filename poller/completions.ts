@@ -70,7 +70,8 @@ export const BUSY_SLICE_MICROS = 1000;
  * costing spins; the budget after a miss is 1.5x that arrival, which after a hit beyond the
  * maximum (a probe's, below) stays above the maximum for a few misses, within the probe limit.
  * Capping it at the maximum was measured slower for two slow peers and no faster in bulk
- * (bench/results/2026-11-27-contention.md), so it is not capped.
+ * (bench/results/2026-11-27-contention.md), and no better with spins ended by the clock
+ * (bench/results/2026-11-28-spin-clock.md), so it is not capped.
  *
  * While at least half of its spins hit (a conversation: the peer answers soon), a learnt budget
  * spins at least four times the process's least recent wake-up ({@link WakeCost}), up to its
