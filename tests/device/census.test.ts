@@ -26,8 +26,10 @@ import {
   listen,
   type NativeCensus,
   nativeCensus,
+  type RdmaConn,
 } from "../lib.ts";
 import { Endpoint } from "./peers/endpoint.ts";
+import { isSiwMpaFailure } from "./siw-mpa.ts";
 
 const CYCLES = Number(process.env.RDMA_CENSUS_CYCLES ?? 100);
 const enc = new TextEncoder();
@@ -133,28 +135,45 @@ deviceTest(
     const listener = listen({ hostname: env.address, port: 0 });
     const msg = new Uint8Array(4096).map((_, i) => i & 0xff);
     const buf = new Uint8Array(4096);
+    let retried = false;
     try {
-      await censusOver(`streams`, CYCLES, async (_i, during) => {
-        const served = (async () => {
-          const conn = await listener.accept({ timeout: 30_000 });
-          const b = new Uint8Array(65536);
-          for (let n; (n = await conn.read(b)) !== null;) await conn.write(b.subarray(0, n));
+      await censusOver(`streams`, CYCLES, async (i, during) => {
+        for (;;) {
+          const served = (async () => {
+            const conn = await listener.accept({ timeout: 30_000 });
+            try {
+              const b = new Uint8Array(65536);
+              for (let n; (n = await conn.read(b)) !== null;) await conn.write(b.subarray(0, n));
+              await conn.closeWrite();
+            } finally {
+              await conn[Symbol.asyncDispose]();
+            }
+          })();
+          let conn: RdmaConn;
+          try {
+            conn = await connect({
+              hostname: env.address,
+              port: listener.addr.port,
+              timeout: 30_000,
+            });
+          } catch (e) {
+            // soft-iWARP rarely fails an MPA exchange (docs/08): one retry, printed, per run
+            if (retried || !isSiwMpaFailure(env, e)) throw e;
+            retried = true;
+            console.log(`census, streams: cycle ${i + 1}: ${e}; retried once (docs/08)`);
+            await served.catch(() => {}); // the accepted end was reset (or its accept timed out)
+            continue;
+          }
+          await conn.write(msg);
+          assert.equal(await conn.read(buf, { min: buf.length }), buf.length);
+          assert.deepEqual(buf, msg);
+          during(nativeCensus());
           await conn.closeWrite();
+          assert.equal(await conn.read(buf), null);
           await conn[Symbol.asyncDispose]();
-        })();
-        const conn = await connect({
-          hostname: env.address,
-          port: listener.addr.port,
-          timeout: 30_000,
-        });
-        await conn.write(msg);
-        assert.equal(await conn.read(buf, { min: buf.length }), buf.length);
-        assert.deepEqual(buf, msg);
-        during(nativeCensus());
-        await conn.closeWrite();
-        assert.equal(await conn.read(buf), null);
-        await conn[Symbol.asyncDispose]();
-        await served;
+          await served;
+          return;
+        }
       }, { RdmaConn: 2, CmId: 2, QueuePair: 2, PreparedSend: 2, MemoryRegion: 6 });
     } finally {
       listener.close();

@@ -42,8 +42,6 @@ import {
 import {
   AbortedError,
   ClosedError,
-  CmEventError,
-  CmEventType,
   connect,
   ConnectionResetError,
   listen,
@@ -51,6 +49,7 @@ import {
 } from "../lib.ts";
 import { type Memory, memoryGrowth, openFds, rss, settledMemory } from "./peers/session.ts";
 import { spawnPeer } from "./peers/spawn.ts";
+import { isSiwMpaFailure } from "./siw-mpa.ts";
 import { Checksum, RandomStream } from "./peers/stream-data.ts";
 
 const LONG = 1_200_000;
@@ -600,15 +599,6 @@ deviceTest(
   },
   { timeout: LONG },
 );
-
-/**
- * A connect that soft-iWARP failed in its MPA exchange: `RDMA_CM_EVENT_CONNECT_ERROR` with
- * status -EINVAL, which siw reports for every reply it could not take (docs/08).
- */
-function isSiwMpaFailure(env: DeviceEnv, e: unknown): boolean {
-  return env.transport === "iwarp" && e instanceof CmEventError &&
-    e.event === CmEventType.CONNECT_ERROR && e.status === -22;
-}
 
 deviceTest(`stream: ${CYCLES} connect/transfer/close cycles with flat fds and RSS`, async (env) => {
   const cycles = CYCLES;
