@@ -92,7 +92,8 @@ export class SpinBudget {
   micros: number;
   #arrival: number;
   #reachable = 0;
-  readonly #fixed: boolean;
+  /** Whether the budget is fixed (`spinMicros`): then hits and misses change nothing. */
+  readonly fixed: boolean;
   readonly #max: number;
   readonly #min: number;
   readonly #probeMax: number;
@@ -117,7 +118,7 @@ export class SpinBudget {
     wake: WakeCost = WakeCost.process,
   ) {
     this.#wake = wake;
-    this.#fixed = fixed !== undefined;
+    this.fixed = fixed !== undefined;
     this.#max = max;
     this.#probeMax = Math.max(max, probeMax);
     this.#min = Math.min(max, DEFAULT_SPIN_MICROS / 4);
@@ -126,7 +127,7 @@ export class SpinBudget {
 
   /** A spin caught its completion `delay` µs after it started. */
   hit(delay: number): void {
-    if (this.#fixed) return;
+    if (this.fixed) return;
     this.#reachable = 0;
     this.#hits += (1 - this.#hits) / 16;
     this.#arrival = delay > this.#arrival
@@ -140,7 +141,7 @@ export class SpinBudget {
    * it started and how long it took, for {@link SpinBudget.waited}.
    */
   miss(start = -1, spun = 0): void {
-    if (this.#fixed) return;
+    if (this.fixed) return;
     this.#missedAt = start;
     this.#spun = spun;
     this.#slept = false;
@@ -165,7 +166,7 @@ export class SpinBudget {
    * {@link PROBE_EVERY}th such wait makes the next spin last that long (a probe).
    */
   late(delay: number, spun: number, woke: boolean): void {
-    if (this.#fixed || delay > this.#probeMax) return;
+    if (this.fixed || delay > this.#probeMax) return;
     if (woke) this.#wake.note(delay - spun);
     if (++this.#reachable % PROBE_EVERY === 0) {
       this.micros = Math.min(this.#probeMax, Math.max(this.micros, delay * 1.25));
@@ -428,11 +429,12 @@ export function awaitCompletions(
     if (strategy === "adaptive") {
       const start = performance.now();
       const n = spinPoll(cq, options.max, start, fixed ?? s.budget.micros);
-      if (n > 0) {
-        if (fixed === undefined) s.budget.hit(lastSpinMs * 1000);
-        return Promise.resolve(n);
+      if (fixed === undefined) {
+        const spun = (performance.now() - start) * 1000;
+        if (n > 0) s.budget.hit(spun);
+        else s.budget.miss(start, spun);
       }
-      if (fixed === undefined) s.budget.miss(start, lastSpinMs * 1000);
+      if (n > 0) return Promise.resolve(n);
       return eventWait(cq, s, options);
     }
     if (strategy === "busy") {
@@ -446,16 +448,12 @@ export function awaitCompletions(
   return eventWait(cq, s, options);
 }
 
-/** How long the last {@link spinPoll} ran, in milliseconds. */
-let lastSpinMs = 0;
-
 /** Polls until completions arrive or `micros` µs have passed since `start`; how many. */
 function spinPoll(cq: CompletionSource, max: number | undefined, start: number, micros: number) {
   const end = start + micros / 1000;
   let pass = 1;
   let n = cq.poll(max);
   while (n === 0 && !spinOver(pass++, end)) n = cq.poll(max);
-  lastSpinMs = performance.now() - start;
   return n;
 }
 

@@ -676,16 +676,17 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #spin(want: Want | (() => boolean)): boolean {
     const s = this.#strategy;
     if (s === "event") return false;
+    const learns = s === "adaptive" && !this.#budget.fixed;
     const start = performance.now();
     const end = start + (s === "adaptive" ? this.#budget.micros : this.#slice) / 1000;
     for (let pass = 1;; pass++) {
       if (this.#progress() > 0 && this.#ready(want)) {
-        if (s === "adaptive") this.#budget.hit((performance.now() - start) * 1000);
+        if (learns) this.#budget.hit((performance.now() - start) * 1000);
         return true;
       }
       if (spinOver(pass, end)) break;
     }
-    if (s === "adaptive") this.#budget.miss(start, (performance.now() - start) * 1000);
+    if (learns) this.#budget.miss(start, (performance.now() - start) * 1000);
     return false;
   }
 
