@@ -49,7 +49,7 @@ import {
 } from "../lib.ts";
 import { type Memory, memoryGrowth, openFds, rss, settledMemory } from "./peers/session.ts";
 import { spawnPeer } from "./peers/spawn.ts";
-import { isSiwMpaFailure } from "./siw-mpa.ts";
+import { MpaRetries } from "./siw-mpa.ts";
 import { Checksum, RandomStream } from "./peers/stream-data.ts";
 
 const LONG = 1_200_000;
@@ -618,19 +618,17 @@ deviceTest(`stream: ${CYCLES} connect/transfer/close cycles with flat fds and RS
         cause: e,
       });
     };
-    let retried = false;
+    const retries = new MpaRetries(env, "stream cycles");
     for (let i = 0; i < cycles; i++) {
-      const conn: RdmaConn = await connect({ hostname: env.address, port, timeout: 30_000 })
-        .catch((e) => {
-          // soft-iWARP rarely fails an MPA exchange (docs/08): one retry, printed, per run
-          if (retried || !isSiwMpaFailure(env, e)) throw cycleFailed(e, i);
-          retried = true;
-          console.log(`stream cycles: cycle ${i + 1}: ${e}; retried once (docs/08)`);
-          return connect({ hostname: env.address, port, timeout: 30_000 });
-        })
-        .catch((e) => {
-          throw cycleFailed(e, i);
-        });
+      let conn: RdmaConn;
+      for (;;) {
+        try {
+          conn = await connect({ hostname: env.address, port, timeout: 30_000 });
+          break;
+        } catch (e) {
+          if (!retries.allow(e, i + 1)) throw cycleFailed(e, i);
+        }
+      }
       await conn.write(msg);
       let got = 0;
       while (got < msg.length) {
