@@ -46,11 +46,13 @@ const HEADER_BW =
 
 /**
  * Whether a C tool's clock calibration failed: perftest times its cycle counter against
- * gettimeofday and, when the fit is poor (a preempted emulated guest), prints this to stderr and
- * reports every time as inf/nan. Its exit code, sizes and counts still stand; its times are void.
+ * gettimeofday and, when the fit is poor (a preempted emulated guest), says so on stderr and
+ * reports every time as inf/nan (its CPU frequency came out 0). Its exit code, sizes and counts
+ * still stand; its times are void.
  */
 const clockFailed = (k: Kind, r: Ended) =>
-  k === "C" && /Correlation coefficient r\^2: \S+ < 0\.9/.test(r.stderr);
+  k === "C" && (/Correlation coefficient r\^2: \S+ < 0\.9/.test(r.stderr) ||
+    /^ *\d+ +\d+ .*\b(inf|-?nan)\b/m.test(r.stdout));
 
 /**
  * The numeric rows under the table header (none when the side prints no table). With `timesVoid`
