@@ -282,9 +282,10 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
    * resolves with `data.length` once every byte is posted (copied into the send ring, as
    * rsocket does) - or, when `data` has at least `IOWRITE_ZERO_COPY_MIN` bytes in memory
    * registered on this connection (a mapping's or an exposure's `buffer`), once the writes
-   * completed, sent straight from it in one work request per mapped range. Stream data written after it resolves arrives after it. Rejects
-   * with `UnmappedOffsetError` before sending anything when part of the range is not mapped.
-   * Serialized with `write()`.
+   * completed, sent straight from it in one work request per mapped range (the connection's
+   * writes wait only until those are posted). Stream data written after the call arrives after
+   * it. Rejects with `UnmappedOffsetError` before sending anything when part of the range is not
+   * mapped. Serialized with `write()`.
    */
   iowrite(data: Uint8Array, remoteOffset: number, options?: IoOptions): Promise<number> {
     if (this.closed) return Promise.reject(new ClosedError("RdmaConn"));

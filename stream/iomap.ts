@@ -15,7 +15,7 @@ import { NativeResource } from "../ffi/resource.ts";
 import type { MemoryRegion } from "../verbs/mr.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import type { ConnCore } from "./_core.ts";
-import type { RemoteOps } from "./remote.ts";
+import type { OneSidedOp, RemoteOps } from "./remote.ts";
 import { NoIomapSlotError, UnmappedOffsetError } from "./errors.ts";
 import { RS_CAP_NOTICES, RS_MAX_TRANSFER, RS_OLAP_START_SIZE } from "./protocol.ts";
 
@@ -303,8 +303,11 @@ export class IoMaps {
   /**
    * `iowrite` of data in registered memory of this connection: one RDMA WRITE per mapped range
    * straight from it (no copy into the send ring, no 64 KiB chunks), on the connection's
-   * one-sided send WRs; resolves once they completed (the memory may then be reused). The wire
-   * is the same as rsocket's: plain RDMA WRITEs into the peer's mapped buffers.
+   * one-sided send WRs; resolves once they completed (the memory may then be reused). The
+   * connection's writes are held only until the WRITEs are posted, so later `iowrite`s and stream
+   * writes queue behind them on the wire while they are in flight (as rsocket's `riowrite`
+   * returns once its data is queued). The wire is the same as rsocket's: plain RDMA WRITEs into
+   * the peer's mapped buffers.
    */
   async #writeZeroCopy(
     ops: RemoteOps,
@@ -314,6 +317,7 @@ export class IoMaps {
   ): Promise<number> {
     const core = this.#core;
     const e = core.engine;
+    const posted: OneSidedOp[] = [];
     await core.lock(options);
     try {
       // this side's pending entries go first, as rsocket sends them before a riowrite
@@ -321,7 +325,6 @@ export class IoMaps {
         if (!e.writable) throw core.writeError();
         if (!core.guard(() => e.flushIomaps())) await core.waitWrite(options);
       }
-      const writes: Promise<void>[] = [];
       for (let done = 0; done < data.length;) {
         const at = remoteOffset + done;
         const i = e.iomaps.find(at);
@@ -335,14 +338,21 @@ export class IoMaps {
         }
         const n = Math.min(data.length - done, entry.offset + entry.length - at);
         const part = data.subarray(done, done + n);
-        writes.push(ops.run(false, part, entry.addr + (at - entry.offset), entry.key, options));
+        const op = await ops.post(
+          false,
+          part,
+          entry.addr + (at - entry.offset),
+          entry.key,
+          options,
+        );
+        if (op !== null) posted.push(op);
         done += n;
       }
-      await Promise.all(writes);
-      return data.length;
     } finally {
       core.unlock();
     }
+    for (let i = 0; i < posted.length; i++) await ops.finish(posted[i], options);
+    return data.length;
   }
 
   #describeTable(): string {

@@ -133,8 +133,8 @@ export class ExposedMemory extends NativeResource {
   }
 }
 
-/** One operation of a remote buffer: its chunks in flight and its first failure. */
-interface Op {
+/** One one-sided operation (a remote read or write, an `iowrite`): its chunks in flight and its first failure. */
+export interface OneSidedOp {
   pending: number;
   error: Error | null;
   cancelled: boolean;
@@ -260,7 +260,7 @@ export class RemoteOps {
   readonly #core: ConnCore;
   readonly #depth: number;
   readonly #free: number[] = [];
-  readonly #slotOp: (Op | null)[];
+  readonly #slotOp: (OneSidedOp | null)[];
   readonly #slotRead: Uint8Array;
   readonly #slotStage: Int32Array;
   readonly #slotCopy: (Uint8Array | null)[];
@@ -268,6 +268,9 @@ export class RemoteOps {
   readonly #slotLen: Float64Array;
   readonly #slotLocal: (LocalMemory | null)[];
   #readsInFlight = 0;
+  /** Whether an operation is posting its chunks; the others queue behind it, in call order. */
+  #posting = false;
+  readonly #postQueue: (() => void)[] = [];
   #stage: MemoryRegion | null = null;
   readonly #stageFree: number[] = [];
   readonly #stageSlots: number;
@@ -476,28 +479,63 @@ export class RemoteOps {
     rkey: number,
     options: WaitOptions | undefined,
   ): Promise<void> {
+    const op = await this.post(read, data, raddr, rkey, options);
+    if (op !== null) await this.finish(op, options);
+  }
+
+  /**
+   * Posts one operation's chunks as slots free up; resolves with it once every chunk is posted
+   * (null for no bytes). Work posted on the connection afterwards goes on the wire after it.
+   */
+  async post(
+    read: boolean,
+    data: Uint8Array,
+    raddr: number,
+    rkey: number,
+    options: WaitOptions | undefined,
+  ): Promise<OneSidedOp | null> {
     const len = data.length;
-    if (len === 0) return;
+    if (len === 0) return null;
     const core = this.#core;
     const e = core.engine;
     const local = this.#localOf(data);
     const chunkMax = local ? Math.min(MAX_CHUNK, core.transport.maxMessageSize) : STAGING_SLOT_SIZE;
-    const op: Op = { pending: 0, error: null, cancelled: false };
+    const op: OneSidedOp = { pending: 0, error: null, cancelled: false };
     if (!local) this.#stageMemory();
+    // one operation posts at a time, in call order: two woken by the same completion would
+    // otherwise both see the one free slot
+    if (this.#posting) await new Promise<void>((go) => this.#postQueue.push(go));
+    this.#posting = true;
     let done = 0;
     try {
       while (done < len) {
         const ready = () =>
           !e.connected || op.error !== null || this.#canPost(read, local === null);
-        if (!ready()) await core.waitUntil(ready, options);
+        while (!ready()) await core.waitUntil(ready, options);
         if (op.error) break;
+        if (!e.connected) throw core.writeError();
         this.checkOpen();
         const n = Math.min(len - done, chunkMax);
         if (!this.#post(op, read, data, done, n, local, raddr + done, rkey)) break;
         done += n;
       }
-      const finished = () => op.pending === 0 || !e.connected;
-      if (!finished()) await core.waitUntil(finished, options);
+    } catch (err) {
+      op.cancelled = true;
+      throw err;
+    } finally {
+      const next = this.#postQueue.shift();
+      if (next) next(); // hands the turn over: #posting stays true
+      else this.#posting = false;
+    }
+    return op;
+  }
+
+  /** Waits until every posted chunk of `op` completed; throws the operation's error. */
+  async finish(op: OneSidedOp, options: WaitOptions | undefined): Promise<void> {
+    const e = this.#core.engine;
+    const finished = () => op.pending === 0 || !e.connected;
+    try {
+      if (!finished()) await this.#core.waitUntil(finished, options);
     } catch (err) {
       op.cancelled = true;
       throw err;
@@ -505,7 +543,7 @@ export class RemoteOps {
     if (op.error) throw op.error;
     if (op.pending > 0) {
       op.cancelled = true;
-      throw core.writeError();
+      throw this.#core.writeError();
     }
   }
 
@@ -547,7 +585,7 @@ export class RemoteOps {
 
   /** Posts one chunk; returns false when the post failed (the op carries the error). */
   #post(
-    op: Op,
+    op: OneSidedOp,
     read: boolean,
     data: Uint8Array,
     from: number,

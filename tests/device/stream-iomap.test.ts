@@ -257,6 +257,23 @@ deviceTest("stream remote: reads and writes by token, staged and zero copy", asy
       const last = 96 + q; // the last write to each quarter
       assert.equal(exposed.buffer[q * 65536], last);
     }
+    // many staged 1 MiB operations at once, reads among the writes, each in 256 KiB chunks
+    // through 8 staging slots: all complete, and the writes land in call order
+    const mib = 1 << 20;
+    const wide = a.expose(mib, { read: true, write: true });
+    await a.write(wide.token);
+    const far = b.remote(await readExactly(b, 32));
+    const sizes = await Promise.all(
+      Array.from(
+        { length: 24 },
+        (_, i) =>
+          i % 3 === 2
+            ? far.read(0, mib).then((d) => d.length)
+            : far.write(0, new Uint8Array(mib).fill(200 + i)).then(() => mib),
+      ),
+    );
+    assert.deepEqual(sizes, new Array(24).fill(mib));
+    assert.ok(wide.buffer.every((x) => x === 222), "the last write in call order lands last");
     // the stream still carries data both ways
     await b.write(new Uint8Array([7]));
     assert.deepEqual([...await readExactly(a, 1)], [7]);
