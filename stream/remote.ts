@@ -29,7 +29,7 @@ import { AccessFlags, SendFlags, WcStatus, WrOpcode } from "../types/enums.ts";
 import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 import { describe } from "../types/check.ts";
 import { NativeResource } from "../ffi/resource.ts";
-import type { WaitOptions } from "../poller/wait.ts";
+import { WaitList, type WaitOptions } from "../poller/wait.ts";
 import type { MemoryRegion } from "../verbs/mr.ts";
 import type { PreparedSend } from "../verbs/prepared.ts";
 import {
@@ -133,7 +133,7 @@ export class ExposedMemory extends NativeResource {
   }
 }
 
-/** One one-sided operation (a remote read or write, an `iowrite`): its chunks in flight and its first failure. */
+/** One one-sided operation (remote read or write, `iowrite`): its chunks in flight, first failure. */
 export interface OneSidedOp {
   pending: number;
   error: Error | null;
@@ -255,6 +255,9 @@ export class RemoteBuffer {
   }
 }
 
+/** Matches any wait of a list without keys. */
+const anyWait = () => true;
+
 /** The one-sided operations of one connection. */
 export class RemoteOps {
   readonly #core: ConnCore;
@@ -268,9 +271,9 @@ export class RemoteOps {
   readonly #slotLen: Float64Array;
   readonly #slotLocal: (LocalMemory | null)[];
   #readsInFlight = 0;
-  /** Whether an operation is posting its chunks; the others queue behind it, in call order. */
+  /** Whether an operation has the turn to post its chunks; the others wait in `#postTurn`. */
   #posting = false;
-  readonly #postQueue: (() => void)[] = [];
+  readonly #postTurn = new WaitList<void>();
   #stage: MemoryRegion | null = null;
   readonly #stageFree: number[] = [];
   readonly #stageSlots: number;
@@ -502,9 +505,9 @@ export class RemoteOps {
     const chunkMax = local ? Math.min(MAX_CHUNK, core.transport.maxMessageSize) : STAGING_SLOT_SIZE;
     const op: OneSidedOp = { pending: 0, error: null, cancelled: false };
     if (!local) this.#stageMemory();
-    // one operation posts at a time, in call order: two woken by the same completion would
-    // otherwise both see the one free slot
-    if (this.#posting) await new Promise<void>((go) => this.#postQueue.push(go));
+    // one operation posts at a time, in call order (the turn is handed over, never barged):
+    // two woken by the same completion would otherwise both see the one free slot
+    if (this.#posting) await this.#postTurn.add(options, undefined, "one-sided operation");
     this.#posting = true;
     let done = 0;
     try {
@@ -523,9 +526,7 @@ export class RemoteOps {
       op.cancelled = true;
       throw err;
     } finally {
-      const next = this.#postQueue.shift();
-      if (next) next(); // hands the turn over: #posting stays true
-      else this.#posting = false;
+      if (!this.#postTurn.resolveFirst(anyWait, undefined)) this.#posting = false;
     }
     return op;
   }
