@@ -71,6 +71,13 @@ while [ $SECONDS -le $end ] && kill -0 $pid 2>/dev/null; do
 done
 wait $pid'
 
+# stop PID: SIGTERM to a background job and to its children (the job is a subshell
+# around the agent or the tool; the agent passes SIGTERM on to the peer's process)
+stop() {
+  pkill -TERM -P "$1" 2>/dev/null
+  kill "$1" 2>/dev/null
+}
+
 # pair NAME SERVER_GUEST CLIENT_GUEST KIND DEV SERVER_SCRIPT CLIENT_SCRIPT [GREP]
 # (scripts are evaluated on their guest, so $RDMA_* there are that guest's)
 pair() {
@@ -83,7 +90,7 @@ pair() {
   end=$((SECONDS + T))
   until grep -q '^@@listening' "$WORK/server.out" 2>/dev/null; do
     if ! kill -0 "$spid" 2>/dev/null || [[ $SECONDS -gt $end ]]; then
-      kill "$spid" 2>/dev/null
+      stop "$spid"
       wait "$spid" 2>/dev/null
       not_ok "$name (the server on $sg did not start listening)"
       note <"$WORK/server.out"
@@ -92,29 +99,46 @@ pair() {
     fi
     sleep 0.05
   done
-  run_on "$cg" "timeout -k 5 $T $cli" >"$WORK/client.out" 2>&1
-  crc=$?
-  if [[ $crc -ne 0 ]]; then
-    sleep 1
-    kill "$spid" 2>/dev/null # on-peer passes SIGTERM on to the server
-  fi
-  local resending=0
-  if [[ $crc -eq 0 && -n $LAST_ACK_GRACE ]]; then
-    # the client got every reply; a server still running after the grace is resending its
-    # last send, whose ACK was lost after the client had exited (docs/08)
-    end=$((SECONDS + LAST_ACK_GRACE))
-    while kill -0 "$spid" 2>/dev/null && [[ $SECONDS -lt $end ]]; do sleep 0.2; done
-    if kill -0 "$spid" 2>/dev/null; then
-      resending=1
-      kill "$spid" 2>/dev/null
+  local cpid resending=
+  run_on "$cg" "timeout -k 5 $T $cli" >"$WORK/client.out" 2>&1 &
+  cpid=$!
+  if [[ -n $LAST_ACK_GRACE ]]; then
+    # Whichever side ends first with every round trip done: the other one, still running
+    # after the grace, is resending its last send, whose ACK was lost after the first one
+    # exited (soft-RoCE resends without end, docs/08). Exit 0 of a ping-pong side means
+    # every message of both directions crossed (its sends were acknowledged, so the other
+    # side received them; it received all of the other side's).
+    while kill -0 "$cpid" 2>/dev/null && kill -0 "$spid" 2>/dev/null; do sleep 0.2; done
+    local first=
+    if ! kill -0 "$cpid" 2>/dev/null; then first=client; else first=server; fi
+    if [[ $first == client ]]; then wait "$cpid"; else wait "$spid"; fi
+    if [[ $? -eq 0 ]]; then
+      end=$((SECONDS + LAST_ACK_GRACE))
+      while kill -0 "$cpid" 2>/dev/null || kill -0 "$spid" 2>/dev/null; do
+        [[ $SECONDS -ge $end ]] && break
+        sleep 0.2
+      done
+      if [[ $first == client ]] && kill -0 "$spid" 2>/dev/null; then
+        resending=server
+        stop "$spid"
+      elif [[ $first == server ]] && kill -0 "$cpid" 2>/dev/null; then
+        resending=client
+        stop "$cpid"
+      fi
     fi
+  fi
+  wait "$cpid"
+  crc=$?
+  if [[ $crc -ne 0 && -z $resending ]]; then
+    sleep 1
+    stop "$spid"
   fi
   wait "$spid"
   src=$?
-  if [[ $crc -eq 0 && ($src -eq 0 || $resending -eq 1) ]]; then
+  if [[ ($crc -eq 0 || $resending == client) && ($src -eq 0 || $resending == server) ]]; then
     ok "$name ($((SECONDS - t0)) s)"
-    grep -E "$show" "$WORK/client.out" | note
-    [[ $resending -eq 1 ]] && echo "the server had not exited ${LAST_ACK_GRACE} s after the client completed every round trip and was stopped (its last send's ACK lost after the client exited: soft-RoCE resends without end, docs/08)" | note
+    grep -E "$show" "$WORK/$([[ $resending == client ]] && echo server || echo client).out" | note
+    [[ -n $resending ]] && echo "the $resending had not exited ${LAST_ACK_GRACE} s after the other side completed every round trip and was stopped (its last send's ACK lost after the other side exited: soft-RoCE resends without end, docs/08)" | note
   else
     not_ok "$name (client exit $crc, server exit $src$([[ $crc -eq 124 || $src -eq 124 ]] && echo ', timed out'))"
     echo "client:" | note
