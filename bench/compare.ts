@@ -22,7 +22,7 @@
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { release } from "node:os";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import process from "node:process";
 import { parseArgs } from "node:util";
@@ -285,9 +285,19 @@ function versionOf(cmd: string): string {
   const out = spawnSync(cmd, ["--version"], { encoding: "utf8" });
   return `${out.stdout ?? ""}${out.stderr ?? ""}`.match(/\d+\.\d+(\.\d+)?/)?.[0] ?? "?";
 }
+/** Whether the CPU offers memory protection keys (in the guest: QEMU flushes its TLB on each PKRU write). */
+function hasPku(): boolean {
+  try {
+    return /^flags\s*:.*\bpku\b/m.test(readFileSync("/proc/cpuinfo", "utf8"));
+  } catch {
+    return false;
+  }
+}
 const lines = [
   `Measured ${date} on ${device} (${
-    env.RDMA_VM === "1" ? "soft-RoCE guest, QEMU TCG" : "local device"
+    env.RDMA_VM === "1"
+      ? `soft-RoCE guest, QEMU TCG, CPU ${hasPku() ? "with" : "without"} protection keys`
+      : "local device"
   }), ` +
   `kernel ${release()}, Deno ${versionOf(deno)}, Bun ${versionOf(bun)}, rdma-core's perftest ${
     versionOf("ib_send_lat")

@@ -24,6 +24,11 @@
  * Each round's figures are printed as it ends; a ratio is the median over the rounds of the ratio
  * within each round (runs next to each other share the guest's drift).
  *
+ * After the rounds, one more run of ours one way with `RDMA_VERBS_COUNT=1` prints the cost account
+ * of one 1 MiB operation of each mode on the client (FFI calls by symbol and the µs spent in them,
+ * empty polls, poller wake-ups, waits), beside what rsocket's `riowrite` and perftest make per
+ * 1 MiB, read from their source. Its times are not used: counting slows the calls.
+ *
  * Options: --rounds N (default 3), --mib N (default 64), --address IP (default
  * $RDMA_GUEST_IP), --device NAME (default $RDMA_DEVICE or rxe0), --gid N (default
  * $RDMA_GID_INDEX or 1).
@@ -32,6 +37,7 @@
 import process from "node:process";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { connect, listen, type RdmaConn } from "../stream/mod.ts";
+import { COST_COUNTING, costCounts, resetCostCounts } from "../mod.ts";
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -107,10 +113,13 @@ async function client(port: number): Promise<void> {
   const plain = new Uint8Array(CHUNK);
   for (let i = 0; i < CHUNK; i++) plain[i] = local.buffer[i] = i & 0xff;
   const out: Record<string, number> = {};
+  const costs: Record<string, Record<string, number>> = {};
   const time = async (mode: string, f: () => Promise<unknown>) => {
+    if (COST_COUNTING) resetCostCounts();
     const t0 = performance.now();
     await f();
     out[mode] = TOTAL / CHUNK / ((performance.now() - t0) / 1000);
+    if (COST_COUNTING) costs[mode] = perOperation(TOTAL / CHUNK);
   };
   const ack = async () => {
     await conn.write(one);
@@ -137,11 +146,43 @@ async function client(port: number): Promise<void> {
   await time(MODES[4], () => all((i) => remote.read(i * CHUNK, local.buffer)));
   const into = Array.from({ length: 4 }, () => new Uint8Array(CHUNK));
   await time(MODES[5], () => all((i) => remote.read(i * CHUNK, into[i % 4])));
+  if (COST_COUNTING) console.log("cost " + JSON.stringify(costs));
   console.log(JSON.stringify(out));
   await conn.closeWrite();
   conn.close();
   await conn.released;
 }
+
+/** The cost counters since the last reset, per operation of `ops`, rounded to 0.001. */
+function perOperation(ops: number): Record<string, number> {
+  const c = costCounts();
+  const per = (v: number) => Math.round((v / ops) * 1000) / 1000;
+  const row: Record<string, number> = {};
+  for (const [k, v] of Object.entries(c.calls)) row[k] = per(v);
+  for (const [k, v] of Object.entries(c.callMicros)) row[`µs in ${k}`] = per(v);
+  row.emptyPolls = per(c.emptyPolls);
+  row.wakes = per(c.wakes);
+  row.yields = per(c.yields);
+  row.timers = per(c.timers);
+  row.waits = per(c.waits);
+  return row;
+}
+
+/**
+ * What C makes per 1 MiB, from the source: rsocket's `riowrite` starts at RS_OLAP_START_SIZE
+ * (2 KiB) and doubles up to RS_MAX_TRANSFER (64 KiB), so 1 MiB leaves as 2 + 4 + 8 + 16 + 32 KiB
+ * and 16 more WRITEs (15 of 64 KiB, one of 2 KiB), each copied into its send buffer and signalled;
+ * it polls one completion per `ibv_poll_cq` call. perftest posts one WR per message and polls
+ * in batches (up to 16 completions per call, one signalled WR per `cq_mod`).
+ */
+const C_REFERENCE: Record<string, string> = {
+  "stream write": "rsend: 21 post_send (the same 2 KiB start, doubling), 21+ poll_cq",
+  "iowrite": "riowrite: 21 post_send, 21+ poll_cq (+1 empty per drain)",
+  "remote write (zero copy)": "ib_write_bw: 1 post_send, ≤ 1 poll_cq",
+  "remote write (staged)": "ib_write_bw: 1 post_send, ≤ 1 poll_cq",
+  "remote read (zero copy)": "ib_read_bw: 1 post_send, ≤ 1 poll_cq",
+  "remote read (staged)": "ib_read_bw: 1 post_send, ≤ 1 poll_cq",
+};
 
 // ------------------------------------------------------------------ running pairs
 
@@ -154,8 +195,13 @@ interface Ran {
 function run(
   argv: string[],
   timeoutMs = 300_000,
+  extraEnv: Record<string, string> = {},
 ): { child: ChildProcess; done: Promise<Ran>; stdout: () => string } {
-  const child = spawn(argv[0], argv.slice(1), { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(argv[0], argv.slice(1), {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...env, ...extraEnv },
+  });
   let stdout = "", stderr = "";
   child.stdout!.on("data", (d) => (stdout += d));
   child.stderr!.on("data", (d) => (stderr += d));
@@ -267,8 +313,16 @@ async function perftest(tool: "write_bw" | "read_bw"): Promise<number | null> {
   return r ? bwAverage(r.client.stdout) : null;
 }
 
-async function oursOneWay(): Promise<Record<string, number> | null> {
-  const srv = run(ours(self, ["--role", "server", "--address", address, "--mib", String(MIB)]));
+/** Ours one way: {mode: MiB/s}, and with `counting` the client's cost account per mode. */
+async function oursOneWay(counting = false): Promise<
+  { rates: Record<string, number>; costs: Record<string, Record<string, number>> } | null
+> {
+  const countEnv: Record<string, string> = counting ? { RDMA_VERBS_COUNT: "1" } : {};
+  const srv = run(
+    ours(self, ["--role", "server", "--address", address, "--mib", String(MIB)]),
+    300_000,
+    countEnv,
+  );
   const end = Date.now() + 60_000;
   let port = 0;
   let ended = false;
@@ -285,14 +339,17 @@ async function oursOneWay(): Promise<Record<string, number> | null> {
   }
   const cl = await run(
     ours(self, ["--role", "client", String(port), "--address", address, "--mib", String(MIB)]),
+    300_000,
+    countEnv,
   ).done;
   const s = await srv.done;
   if (cl.code !== 0 || s.code !== 0) {
     console.error(`bench: ours one way failed:\n${cl.stderr.slice(-600)}\n${s.stderr.slice(-600)}`);
     return null;
   }
-  const line = cl.stdout.trim().split("\n").at(-1)!;
-  return JSON.parse(line);
+  const lines = cl.stdout.trim().split("\n");
+  const cost = lines.find((l) => l.startsWith("cost "));
+  return { rates: JSON.parse(lines.at(-1)!), costs: cost ? JSON.parse(cost.slice(5)) : {} };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -326,7 +383,7 @@ async function main(): Promise<void> {
     add("ib_write_bw", await perftest("write_bw"));
     add("ib_read_bw", await perftest("read_bw"));
     const o = await oursOneWay();
-    if (o) { for (const [k, v] of Object.entries(o)) add(k, v); }
+    if (o) { for (const [k, v] of Object.entries(o.rates)) add(k, v); }
     const got = [...samples].filter(([, xs]) => xs[round - 1] !== undefined);
     console.log(
       `round ${round}: ${got.map(([k, xs]) => `${k} ${fmt(xs[round - 1]!)}`).join(", ")}`,
@@ -372,6 +429,22 @@ async function main(): Promise<void> {
     lines.push(
       `| ${mode} | ${fmt(v)} (n=${n(mode)}) | ${fmt(m(ref))} | ${fmt(ratio(mode, ref))} |`,
     );
+  }
+  const counted = await oursOneWay(true);
+  if (counted) {
+    lines.push("");
+    lines.push(
+      `cost of one 1 MiB operation, client side (${runtime}, one run with RDMA_VERBS_COUNT=1, ` +
+        `${MIB} operations per mode)`,
+    );
+    lines.push("");
+    lines.push("| mode | ours | C (from source) |");
+    lines.push("| --- | --- | --- |");
+    for (const mode of MODES) {
+      const row = counted.costs[mode] ?? {};
+      const cells = Object.entries(row).filter(([, v]) => v !== 0).map(([k, v]) => `${k} ${v}`);
+      lines.push(`| ${mode} | ${cells.join(", ") || "—"} | ${C_REFERENCE[mode]} |`);
+    }
   }
   console.log(lines.join("\n"));
 }

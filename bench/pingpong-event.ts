@@ -9,10 +9,16 @@
  * processes of this runtime ping-ponging with each poller strategy (`event`, `adaptive`,
  * `busy`), in interleaved rounds, and prints the median µs per round trip and the ratios to C.
  *
- * Options: --iters N (default 1000), --size BYTES (default 4096), --spin MICROS (adaptive
- * budget, default the library's), --strategies event,adaptive,busy, --rounds N (default 3),
+ * Options: --iters N (default 1000), --size BYTES (default 4096), --spin MICROS (the adaptive
+ * strategy's fixed budget, default DEFAULT_SPIN_MICROS; `busy` polls in the library's default
+ * slices), --strategies event,adaptive,busy, --rounds N (default 3),
  * --warm N (default 10000: round trips both of our processes make untimed first, as the JIT warms
  * up over thousands of them in the emulated guest; the C tool needs none).
+ *
+ * With `RDMA_VERBS_COUNT=1` each of our processes also prints, on stderr, the cost of one timed
+ * iteration (FFI calls by symbol, empty polls, yields to the event loop, wake-ups, waits);
+ * `ibv_rc_pingpong` makes one `ibv_post_send`, one `ibv_post_recv` and, polling, one
+ * `ibv_poll_cq` per completion plus the empty ones.
  */
 import process from "node:process";
 import { spawn, spawnSync } from "node:child_process";
@@ -20,6 +26,7 @@ import { createInterface } from "node:readline";
 import { openDevice, type QueuePair } from "../verbs/mod.ts";
 import { awaitCompletions, DEFAULT_SPIN_MICROS, type Strategy } from "../poller/mod.ts";
 import { AccessFlags, QpType, WcStatus } from "../types/enums.ts";
+import { COST_COUNTING, costCounts, resetCostCounts } from "../verbs.ts";
 
 const RECV_WRID = 1;
 const SEND_WRID = 2;
@@ -74,7 +81,11 @@ async function side(
   qp.toRts(o);
   if (role === "client") await exchange({ qpNum: qp.qpNum, gid }); // the server is at RTS
 
-  const options = { strategy, spinMicros: spin, timeout: 60_000 };
+  // --spin is the adaptive budget; busy polls in the library's own slices (spinMicros would set
+  // the slice, and a slice shorter than a round trip yields a macrotask turn per wait)
+  const options = strategy === "busy"
+    ? { strategy, timeout: 60_000 }
+    : { strategy, spinMicros: spin, timeout: 60_000 };
   let pending = RECV_WRID;
   let scnt = 0;
   let rcnt = 0;
@@ -93,7 +104,10 @@ async function side(
       if (id === SEND_WRID) scnt++;
       else if (id === RECV_WRID) {
         rcnt++;
-        if (rcnt === warm) t0 = performance.now(); // the timed round trips start
+        if (rcnt === warm) { // the timed round trips start
+          t0 = performance.now();
+          if (COST_COUNTING) resetCostCounts();
+        }
         recv.post();
       }
       pending &= ~id;
@@ -103,7 +117,19 @@ async function side(
       }
     }
   }
-  return (performance.now() - t0) * 1000 / iters;
+  const us = (performance.now() - t0) * 1000 / iters;
+  if (COST_COUNTING) {
+    const c = costCounts();
+    const per = (v: number) => Math.round((v / iters) * 1000) / 1000;
+    const row = [
+      ...Object.entries(c.calls).map(([k, v]) => `${k} ${per(v)}`),
+      ...["emptyPolls", "yields", "wakes", "timers", "waits"].map((k) =>
+        `${k} ${per(c[k as "emptyPolls"])}`
+      ),
+    ];
+    console.error(`cost of one iteration, ${strategy}, ${role}: ${row.join(", ")}`);
+  }
+  return us;
 }
 
 /** The server: a child process talking JSON lines on stdin/stdout. */
