@@ -410,11 +410,16 @@ function workerFactory(mode: WorkerMode): () => Promise<WaiterFactory> {
 }
 
 /** A floor row: the C writer writes straight into a socket the runtime's event loop watches. */
-function floor(name: string, how: string, kind: "adopt" | "unixconn" | "bunfile"): Candidate {
+function floor(
+  name: string,
+  how: string,
+  kind: "adopt" | "unixconn" | "bunfile" | "sigio",
+): Candidate {
   return {
     name,
     how,
     async setup(): Promise<Runner> {
+      if (kind === "sigio") return sigioRunner();
       if (kind === "bunfile") {
         // a pipe whose read end Bun's own I/O reads: Bun.file(fd).stream()
         const fds = new NativeBlock(8, 8);
@@ -505,6 +510,58 @@ function floor(name: string, how: string, kind: "adopt" | "unixconn" | "bunfile"
   };
 }
 
+/**
+ * The runtime's signal path: the C writer writes a pipe whose read end has `O_ASYNC` (owner: this
+ * process), so the kernel sends SIGIO at each write, and the runtime's own SIGIO listener drains
+ * the pipe. The listener is installed before `O_ASYNC` is set (SIGIO's default action ends the
+ * process). The completion channel's fd supports `O_ASYNC` too (uverbs' `fasync`); an epoll fd,
+ * an eventfd and the rdma_cm fd do not.
+ */
+async function sigioRunner(): Promise<Runner> {
+  const F_SETFL = 4, F_SETOWN = 8, O_ASYNC = 0x2000;
+  const fds = new NativeBlock(8, 8);
+  if (sock.pipe2(fds.ptr, O_NONBLOCK | O_CLOEXEC) !== 0) throw new Error("pipe2 failed");
+  const [r, w] = [fds.view.getInt32(0, true), fds.view.getInt32(4, true)];
+  fds.free();
+  const buf = new NativeBlock(256, 8);
+  let i = 0;
+  let done: () => void = () => {};
+  const onSignal = () => {
+    for (let got = Number(n.libc.read(r, buf.ptr, 256)); got > 0;) {
+      for (let k = 0; k < got >> 3; k++) {
+        if (i < iters) lib.wk_woken(i++);
+      }
+      if (i === iters) done();
+      got = Number(n.libc.read(r, buf.ptr, 256));
+    }
+  };
+  const proc = process as unknown as {
+    on(s: string, f: () => void): void;
+    off(s: string, f: () => void): void;
+  };
+  if (isBun) proc.on("SIGIO", onSignal);
+  else Deno.addSignalListener("SIGIO", onSignal);
+  if (n.libc.fcntl(r, F_SETOWN, n.libc.getpid()) !== 0) throw new Error("F_SETOWN failed");
+  if (n.libc.fcntl(r, F_SETFL, O_NONBLOCK | O_ASYNC) !== 0) throw new Error("F_SETFL failed");
+  return {
+    async run() {
+      i = 0;
+      const finished = new Promise<void>((res) => done = res);
+      lib.wk_start(w, iters, MIN, MAX);
+      await finished;
+      lib.wk_join();
+    },
+    close() {
+      n.libc.fcntl(r, F_SETFL, O_NONBLOCK);
+      if (isBun) proc.off("SIGIO", onSignal);
+      else Deno.removeSignalListener("SIGIO", onSignal);
+      n.libc.close(r);
+      n.libc.close(w);
+      buf.free();
+    },
+  };
+}
+
 const only = new RegExp((isBun ? process.argv.slice(2) : Deno.args)[2] ?? "");
 
 const candidates: Candidate[] = (isBun
@@ -549,6 +606,7 @@ const candidates: Candidate[] = (isBun
       "no epoll, no helper, no poller",
       "bunfile",
     ),
+    floor("sigio: C writes a pipe with O_ASYNC, process.on('SIGIO')", "the signal path", "sigio"),
   ]
   : [
     viaPoller(
@@ -590,6 +648,11 @@ const candidates: Candidate[] = (isBun
       "floor: C writes a unix socket, Deno.UnixConn.read",
       "no epoll, no helper, no poller",
       "unixconn",
+    ),
+    floor(
+      "sigio: C writes a pipe with O_ASYNC, Deno.addSignalListener",
+      "the signal path",
+      "sigio",
     ),
   ]).filter((c) => only.test(c.name));
 
