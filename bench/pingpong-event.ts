@@ -100,7 +100,7 @@ async function side(
     for (let i = 0; i < got; i++) {
       const wc = cq.completion(i);
       if (wc.status !== WcStatus.SUCCESS) throw new Error(`completion failed: ${wc.statusName}`);
-      const id = Number(wc.wrId);
+      const id = wc.wrIdNumber; // no BigInt per completion
       if (id === SEND_WRID) scnt++;
       else if (id === RECV_WRID) {
         rcnt++;
