@@ -3,7 +3,8 @@
  * port), reports `{ready, port}`, and serves `count` connections (all at once
  * when `concurrent`): creates the QP on the incoming id with this library's
  * PD/CQ, posts receives, accepts with private data "welcome:<n>", answers each
- * message "ping…" with "pong…", and when the client disconnects reports
+ * message "ping…" with "pong…" (a pong whose completion the client's disconnect
+ * overtakes is not waited for), and when the client disconnects reports
  * `{served}` and tears its side down.
  *
  * Usage: cm-rc-server.ts <address> <count> [concurrent]
@@ -45,11 +46,19 @@ async function serve(req: CmId, n: number): Promise<void> {
       if (got === null) break;
       const msg = text(got.bytes);
       messages++;
-      try {
-        await ep.send(new TextEncoder().encode(msg.replace("ping", "pong")));
-      } catch (e) {
-        if (e instanceof ClosedError) break; // the client disconnected meanwhile
-        throw e;
+      // The pong completes when the client acknowledges it. A client that disconnects as soon as
+      // it has the pong can leave its ACK lost, and soft-RoCE then resends the pong until this
+      // QP leaves RTS (docs/08): the client's disconnect ends this wait as well.
+      const sent = ep.send(new TextEncoder().encode(msg.replace("ping", "pong"))).then(
+        () => true,
+        (e) => {
+          if (e instanceof ClosedError) return null; // the client disconnected meanwhile
+          throw e;
+        },
+      );
+      if ((await Promise.race([sent, disconnected])) === null) {
+        sent.catch(() => {}); // ended by the teardown below (flushed or aborted)
+        break;
       }
     }
     await req.disconnect();
