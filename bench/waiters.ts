@@ -517,7 +517,7 @@ function floor(
  * process). The completion channel's fd supports `O_ASYNC` too (uverbs' `fasync`); an epoll fd,
  * an eventfd and the rdma_cm fd do not.
  */
-async function sigioRunner(): Promise<Runner> {
+function sigioRunner(): Runner {
   const F_SETFL = 4, F_SETOWN = 8, O_ASYNC = 0x2000;
   const fds = new NativeBlock(8, 8);
   if (sock.pipe2(fds.ptr, O_NONBLOCK | O_CLOEXEC) !== 0) throw new Error("pipe2 failed");
