@@ -46,7 +46,11 @@ deviceTest(
       assert.equal(fds1, fds0, "open fds stay flat");
       // a garbage-collected heap moves a little; a leak of native memory per cycle would not stop
       assert.ok(rss1 - rss0 < 64 * MiB, `RSS grew by ${((rss1 - rss0) / MiB).toFixed(1)} MiB`);
-      await peer.next((m) => "done" in m, 60_000);
+      const done = await peer.next((m) => "done" in m, 60_000) as { unconfirmed: number };
+      console.log(
+        `fault soak: ${done.unconfirmed} pong(s) whose completion the client's disconnect ` +
+          "overtook (docs/08)",
+      );
       assert.equal(await peer.exited, 0);
     } finally {
       peer.kill();

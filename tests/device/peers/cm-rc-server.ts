@@ -4,8 +4,8 @@
  * when `concurrent`): creates the QP on the incoming id with this library's
  * PD/CQ, posts receives, accepts with private data "welcome:<n>", answers each
  * message "ping…" with "pong…" (a pong whose completion the client's disconnect
- * overtakes is not waited for), and when the client disconnects reports
- * `{served}` and tears its side down.
+ * overtakes is not waited for, and counted), and when the client disconnects
+ * reports `{served}` and tears its side down; at the end `{done, unconfirmed}`.
  *
  * Usage: cm-rc-server.ts <address> <count> [concurrent]
  */
@@ -19,6 +19,8 @@ const [address, countArg, mode] = process.argv.slice(2);
 const count = Number(countArg);
 const listener = cmListen({ address, port: 0, backlog: 32 });
 report({ ready: true, port: listener.addr.port });
+
+let unconfirmed = 0;
 
 async function serve(req: CmId, n: number): Promise<void> {
   const ep = new Endpoint(req);
@@ -49,14 +51,17 @@ async function serve(req: CmId, n: number): Promise<void> {
       // The pong completes when the client acknowledges it. A client that disconnects as soon as
       // it has the pong can leave its ACK lost, and soft-RoCE then resends the pong until this
       // QP leaves RTS (docs/08): the client's disconnect ends this wait as well.
+      let settled = false;
       const sent = ep.send(new TextEncoder().encode(msg.replace("ping", "pong"))).then(
-        () => true,
+        () => (settled = true),
         (e) => {
+          settled = true;
           if (e instanceof ClosedError) return null; // the client disconnected meanwhile
           throw e;
         },
       );
       if ((await Promise.race([sent, disconnected])) === null) {
+        if (!settled) unconfirmed++;
         sent.catch(() => {}); // ended by the teardown below (flushed or aborted)
         break;
       }
@@ -77,4 +82,5 @@ for (let i = 0; i < count; i++) {
 }
 await Promise.all(tasks);
 listener.close();
-report({ done: true });
+// pongs whose completion the client's disconnect overtook (their ACK lost or late)
+report({ done: true, unconfirmed });
