@@ -37,7 +37,8 @@
 import process from "node:process";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { connect, listen, type RdmaConn } from "../stream/mod.ts";
-import { COST_COUNTING, costCounts, resetCostCounts } from "../mod.ts";
+import { COST_COUNTING, resetCostCounts } from "../mod.ts";
+import { costLine, costsPerOperation } from "./cost-per-op.ts";
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -113,13 +114,13 @@ async function client(port: number): Promise<void> {
   const plain = new Uint8Array(CHUNK);
   for (let i = 0; i < CHUNK; i++) plain[i] = local.buffer[i] = i & 0xff;
   const out: Record<string, number> = {};
-  const costs: Record<string, Record<string, number>> = {};
+  const costs: Record<string, string> = {};
   const time = async (mode: string, f: () => Promise<unknown>) => {
     if (COST_COUNTING) resetCostCounts();
     const t0 = performance.now();
     await f();
     out[mode] = TOTAL / CHUNK / ((performance.now() - t0) / 1000);
-    if (COST_COUNTING) costs[mode] = perOperation(TOTAL / CHUNK);
+    if (COST_COUNTING) costs[mode] = costLine(costsPerOperation(TOTAL / CHUNK), true);
   };
   const ack = async () => {
     await conn.write(one);
@@ -151,21 +152,6 @@ async function client(port: number): Promise<void> {
   await conn.closeWrite();
   conn.close();
   await conn.released;
-}
-
-/** The cost counters since the last reset, per operation of `ops`, rounded to 0.001. */
-function perOperation(ops: number): Record<string, number> {
-  const c = costCounts();
-  const per = (v: number) => Math.round((v / ops) * 1000) / 1000;
-  const row: Record<string, number> = {};
-  for (const [k, v] of Object.entries(c.calls)) row[k] = per(v);
-  for (const [k, v] of Object.entries(c.callMicros)) row[`µs in ${k}`] = per(v);
-  row.emptyPolls = per(c.emptyPolls);
-  row.wakes = per(c.wakes);
-  row.yields = per(c.yields);
-  row.timers = per(c.timers);
-  row.waits = per(c.waits);
-  return row;
 }
 
 /**
@@ -315,7 +301,7 @@ async function perftest(tool: "write_bw" | "read_bw"): Promise<number | null> {
 
 /** Ours one way: {mode: MiB/s}, and with `counting` the client's cost account per mode. */
 async function oursOneWay(counting = false): Promise<
-  { rates: Record<string, number>; costs: Record<string, Record<string, number>> } | null
+  { rates: Record<string, number>; costs: Record<string, string> } | null
 > {
   const countEnv: Record<string, string> = counting ? { RDMA_VERBS_COUNT: "1" } : {};
   const srv = run(
@@ -441,9 +427,7 @@ async function main(): Promise<void> {
     lines.push("| mode | ours | C (from source) |");
     lines.push("| --- | --- | --- |");
     for (const mode of MODES) {
-      const row = counted.costs[mode] ?? {};
-      const cells = Object.entries(row).filter(([, v]) => v !== 0).map(([k, v]) => `${k} ${v}`);
-      lines.push(`| ${mode} | ${cells.join(", ") || "—"} | ${C_REFERENCE[mode]} |`);
+      lines.push(`| ${mode} | ${counted.costs[mode] ?? "—"} | ${C_REFERENCE[mode]} |`);
     }
   }
   console.log(lines.join("\n"));

@@ -26,7 +26,8 @@ import { createInterface } from "node:readline";
 import { openDevice, type QueuePair } from "../verbs/mod.ts";
 import { awaitCompletions, DEFAULT_SPIN_MICROS, type Strategy } from "../poller/mod.ts";
 import { AccessFlags, QpType, WcStatus } from "../types/enums.ts";
-import { COST_COUNTING, costCounts, resetCostCounts } from "../verbs.ts";
+import { COST_COUNTING, resetCostCounts } from "../verbs.ts";
+import { costLine, costsPerOperation } from "./cost-per-op.ts";
 
 const RECV_WRID = 1;
 const SEND_WRID = 2;
@@ -119,15 +120,8 @@ async function side(
   }
   const us = (performance.now() - t0) * 1000 / iters;
   if (COST_COUNTING) {
-    const c = costCounts();
-    const per = (v: number) => Math.round((v / iters) * 1000) / 1000;
-    const row = [
-      ...Object.entries(c.calls).map(([k, v]) => `${k} ${per(v)}`),
-      ...["emptyPolls", "yields", "wakes", "timers", "waits"].map((k) =>
-        `${k} ${per(c[k as "emptyPolls"])}`
-      ),
-    ];
-    console.error(`cost of one iteration, ${strategy}, ${role}: ${row.join(", ")}`);
+    const line = costLine(costsPerOperation(iters));
+    console.error(`cost of one iteration, ${strategy}, ${role}: ${line}`);
   }
   return us;
 }

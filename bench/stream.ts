@@ -33,7 +33,8 @@ import process from "node:process";
 import { spawn, spawnSync } from "node:child_process";
 import net from "node:net";
 import { connect, listen, type RdmaConn } from "../stream/mod.ts";
-import { COST_COUNTING, costCounts, resetCostCounts } from "../mod.ts";
+import { COST_COUNTING, resetCostCounts } from "../mod.ts";
+import { type CostPerOp, costsPerOperation } from "./cost-per-op.ts";
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -229,7 +230,7 @@ interface SideCost {
   side: "client" | "server";
   what: string;
   usPerOp: number;
-  perOp: Record<string, number | Record<string, number>>;
+  perOp: CostPerOp;
   promises: number;
   bytes: number;
   floor: { promises: number; bytes: number };
@@ -315,33 +316,19 @@ async function costSide(conn: RdmaConn, client: boolean, what: "lat" | "bw", n: 
   const t0 = performance.now();
   await ops(n);
   const us = ((performance.now() - t0) * 1000) / n;
-  const c = costCounts();
+  const perOp = costsPerOperation(n);
   const promises = await promisesDuring(() => ops(n));
   const bytes = await bytesDuring(() => ops(n));
   const floor = {
     promises: (await promisesDuring(() => floorOps(n))) / n,
     bytes: Math.max(0, Math.round((await bytesDuring(() => floorOps(n))) / n)),
   };
-  const per = (v: number) => Math.round((v / n) * 1000) / 1000;
-  const calls: Record<string, number> = {};
-  for (const [k, v] of Object.entries(c.calls)) calls[k] = per(v);
-  const callMicros: Record<string, number> = {};
-  for (const [k, v] of Object.entries(c.callMicros)) callMicros[k] = per(v);
   const cost: SideCost = {
     side: client ? "client" : "server",
     what,
     usPerOp: Math.round(us * 100) / 100,
-    perOp: {
-      calls,
-      callMicros,
-      ffiCalls: per(c.ffiCalls),
-      emptyPolls: per(c.emptyPolls),
-      wakes: per(c.wakes),
-      yields: per(c.yields),
-      timers: per(c.timers),
-      waits: per(c.waits),
-    },
-    promises: per(promises),
+    perOp,
+    promises: Math.round((promises / n) * 1000) / 1000,
     bytes: Math.max(0, Math.round(bytes / n)),
     floor,
   };
@@ -547,14 +534,15 @@ function printCosts(title: string, sides: SideCost[], reference: Record<string, 
   for (const k of [...names].sort()) {
     rows.push([
       `FFI ${k}`,
-      ...sides.map((c) => String((c.perOp.calls as Record<string, number>)[k] ?? 0)),
+      ...sides.map((c) => String(c.perOp.calls[k] ?? 0)),
     ]);
   }
   for (const k of [...names].sort()) {
-    const us = (c: SideCost) => (c.perOp.callMicros as Record<string, number>)[k] ?? 0;
+    const us = (c: SideCost) => c.perOp.callMicros[k] ?? 0;
     rows.push([`µs in ${k}`, ...sides.map((c) => String(us(c)))]);
   }
-  for (const k of ["ffiCalls", "emptyPolls", "wakes", "yields", "timers", "waits"]) {
+  const counts = ["ffiCalls", "emptyPolls", "wakes", "yields", "timers", "waits"] as const;
+  for (const k of counts) {
     rows.push([k, ...sides.map((c) => String(c.perOp[k]))]);
   }
   rows.push(["promises", ...sides.map((c) => `${c.promises} (floor ${c.floor.promises})`)]);
