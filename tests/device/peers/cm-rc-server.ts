@@ -48,21 +48,9 @@ async function serve(req: CmId, n: number): Promise<void> {
       if (got === null) break;
       const msg = text(got.bytes);
       messages++;
-      // The pong completes when the client acknowledges it. A client that disconnects as soon as
-      // it has the pong can leave its ACK lost, and soft-RoCE then resends the pong until this
-      // QP leaves RTS (docs/08): the client's disconnect ends this wait as well.
-      let settled = false;
-      const sent = ep.send(new TextEncoder().encode(msg.replace("ping", "pong"))).then(
-        () => (settled = true),
-        (e) => {
-          settled = true;
-          if (e instanceof ClosedError) return null; // the client disconnected meanwhile
-          throw e;
-        },
-      );
-      if ((await Promise.race([sent, disconnected])) === null) {
-        if (!settled) unconfirmed++;
-        sent.catch(() => {}); // ended by the teardown below (flushed or aborted)
+      const pong = new TextEncoder().encode(msg.replace("ping", "pong"));
+      if (!(await ep.sendUnlessGone(pong, disconnected))) {
+        unconfirmed++;
         break;
       }
     }

@@ -150,6 +150,26 @@ export class Endpoint {
     }
   }
 
+  /**
+   * Sends `bytes` (RC) and waits for its completion or for `gone` (the peer's disconnect),
+   * whichever comes first: true when the send completed, false when the peer disconnected
+   * first. A peer that disconnects as soon as it has the message can leave its ACK lost, and
+   * soft-RoCE then resends until this QP leaves RTS (docs/08); the teardown after a false ends
+   * the send's wait.
+   */
+  async sendUnlessGone(bytes: Uint8Array, gone: Promise<unknown>): Promise<boolean> {
+    const sent = this.send(bytes).then(
+      () => true,
+      (e) => {
+        if (e instanceof ClosedError) return false; // flushed: the peer disconnected meanwhile
+        throw e;
+      },
+    );
+    const first = await Promise.race([sent, gone.then(() => false)]);
+    if (!first) sent.catch(() => {}); // settled by the teardown (flushed or aborted)
+    return first;
+  }
+
   /** Closes the verbs resources (the QP first, through the CQ's ownership). */
   close(): void {
     this.#abort.abort(); // pending waits end now instead of keeping the process alive

@@ -10,7 +10,7 @@
  */
 
 import process from "node:process";
-import { ClosedError, type CmId, cmListen } from "../../lib.ts";
+import { type CmId, cmListen } from "../../lib.ts";
 import { Endpoint } from "./endpoint.ts";
 import { report } from "./spawn.ts";
 
@@ -40,17 +40,7 @@ async function serve(req: CmId, c: number): Promise<void> {
       expected = seq + 1;
     }
     const counts = { inOrder, outOfOrder, corrupt };
-    // The counts complete when the client acknowledges them. A client that disconnects as soon
-    // as it has them can leave that ACK lost, and soft-RoCE then resends until this QP leaves
-    // RTS (docs/08): the client's disconnect ends this wait as well.
-    const sent = ep.send(new TextEncoder().encode(JSON.stringify(counts))).then(
-      () => true,
-      (e) => {
-        if (e instanceof ClosedError) return null; // the client disconnected meanwhile
-        throw e;
-      },
-    );
-    if ((await Promise.race([sent, gone])) === null) sent.catch(() => {}); // ended by the teardown
+    await ep.sendUnlessGone(new TextEncoder().encode(JSON.stringify(counts)), gone);
     report({ served: c, ...counts });
     await req.waitDisconnected({ timeout: 120_000 }).catch(() => {});
     await req.disconnect({ timeout: 10_000 });
