@@ -5,19 +5,10 @@
  * @module
  */
 
-import { costCounts } from "../mod.ts";
+import { type CostCounts, costCounts } from "../mod.ts";
 
-/** What one operation cost: FFI calls and µs in them by symbol, and the library's own counts. */
-export interface CostPerOp {
-  calls: Record<string, number>;
-  callMicros: Record<string, number>;
-  ffiCalls: number;
-  emptyPolls: number;
-  wakes: number;
-  yields: number;
-  timers: number;
-  waits: number;
-}
+/** What one operation cost: the library's counters, each divided by the operations. */
+export type CostPerOp = CostCounts;
 
 /** The counts since the last reset divided by `ops`, rounded to 0.001. */
 export function costsPerOperation(ops: number): CostPerOp {
