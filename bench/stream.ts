@@ -10,9 +10,10 @@
  * iters`: a 16-byte sync each way, then per iteration `count` transfers of `size` bytes from
  * client to server and `count` back, timed on the client; throughput is rstream's Gb/sec
  * (bytes both ways), latency its usec/xfer (half a round trip). Ours and TCP first run the same
- * shape untimed (throughput once, latency `--lat-warm` round trips: in the emulated guest the JIT
- * needs about 10,000 round trips before the optimized code replaces the baseline code; the steady
- * state is what a server sees; C needs no warm-up). The C pair is `rstream` itself;
+ * shape untimed for `--warm-seconds` (in the emulated guest the engines' optimizing tiers need
+ * 20,000-40,000 round trips, 5-10 s, before their code replaces the code the first round trips
+ * ran; the steady state is what a server sees; C needs no warm-up), and the first and last
+ * block of that warm-up are printed beside the timed figures. The C pair is `rstream` itself;
  * ours and TCP are roles of this file in the running runtime. C's default mode polls in a loop,
  * so it is compared with ours spinning; C's blocking mode (`-T b`) with ours on the default
  * strategy. Rounds are interleaved and the medians and the ratios to C are printed. No
@@ -24,8 +25,8 @@
  * the synchronous `tryWrite`+`tryRead` pair.
  *
  * Options: --rounds N (default 3), --bw-count N (64 KiB transfers per direction, default 500),
- * --lat-iters N (64-byte round trips, default 5000), --lat-warm N (untimed round trips before
- * them, default 10000), --address IP (default $RDMA_GUEST_IP); the allocation role alone
+ * --lat-iters N (64-byte round trips, default 5000), --warm-seconds S (untimed warm-up before
+ * each of ours and TCP, default 12), --address IP (default $RDMA_GUEST_IP); the allocation role alone
  * (`--role alloc`) takes --alloc-iters N (rounds measured per shape, default 2000).
  */
 
@@ -50,14 +51,28 @@ interface Shape {
   size: number;
   count: number;
   iters: number;
-  /** Untimed iterations before the timed ones (ours and TCP: the JIT's warm-up; C needs none). */
-  warm: number;
+  /**
+   * Seconds of untimed iterations before the timed ones (ours and TCP: the JIT's warm-up; C
+   * needs none). The client decides when the warm-up ends; the server echoes until the end.
+   */
+  warmSeconds: number;
 }
 
-/** rstream's figures from elapsed µs. */
-function figures(s: Shape, usec: number) {
-  const bytes = s.iters * s.count * s.size * 2;
-  return { gbps: (bytes * 8) / (1000 * usec), usecPerXfer: usec / s.iters / (s.count * 2) };
+/** rstream's two figures: Gb/s (bytes both ways) and µs per transfer (half a round trip). */
+interface Figures {
+  gbps: number;
+  usecPerXfer: number;
+}
+
+/** rstream's figures: `iters` iterations of `s` in `usec` µs. */
+function figures(s: Shape, usec: number, iters = s.iters): Figures {
+  const bytes = iters * s.count * s.size * 2;
+  return { gbps: (bytes * 8) / (1000 * usec), usecPerXfer: usec / iters / (s.count * 2) };
+}
+
+/** What the client measured: the timed part, and the first and last block of the warm-up. */
+interface Measured extends Figures {
+  warm?: { iterations: number; seconds: number; first: Figures; last: Figures };
 }
 
 /** Minimal byte-stream interface both our streams and TCP sockets are adapted to. */
@@ -128,8 +143,13 @@ function tcpIo(sock: net.Socket): Io {
   };
 }
 
-/** The rstream pattern on one side; returns µs (client) of the timed part. */
-async function pattern(io: Io, client: boolean, s: Shape): Promise<number> {
+/**
+ * The rstream pattern on one side. The client warms up in blocks (1,000 round trips, or one
+ * iteration of a bulk shape) until `warmSeconds` have passed, then times `iters` iterations and
+ * closes; the server echoes each iteration until the stream ends, so the two need not agree on
+ * a count. Returns the client's figures (null on the server).
+ */
+async function pattern(io: Io, client: boolean, s: Shape): Promise<Measured | null> {
   const buf = new Uint8Array(Math.max(s.size, 16));
   if (client) {
     await io.write(buf.subarray(0, 16));
@@ -139,22 +159,41 @@ async function pattern(io: Io, client: boolean, s: Shape): Promise<number> {
     await io.write(buf.subarray(0, 16));
   }
   const out = buf.subarray(0, s.size);
+  if (!client) {
+    for (;;) {
+      try {
+        for (let t = 0; t < s.count; t++) await io.readExactly(buf, s.size);
+      } catch {
+        return null; // the client closed: the end of the run
+      }
+      for (let t = 0; t < s.count; t++) await io.write(out);
+    }
+  }
   const iterations = async (n: number) => {
     for (let i = 0; i < n; i++) {
-      for (let t = 0; t < s.count; t++) {
-        if (client) await io.write(out);
-        else await io.readExactly(buf, s.size);
-      }
-      for (let t = 0; t < s.count; t++) {
-        if (client) await io.readExactly(buf, s.size);
-        else await io.write(out);
-      }
+      for (let t = 0; t < s.count; t++) await io.write(out);
+      for (let t = 0; t < s.count; t++) await io.readExactly(buf, s.size);
     }
   };
-  await iterations(s.warm);
+  const block = s.count === 1 ? 1000 : 1;
+  const warmStart = performance.now();
+  let warmIters = 0;
+  let first: Figures = { gbps: 0, usecPerXfer: 0 };
+  let last = first;
+  while (performance.now() - warmStart < s.warmSeconds * 1000) {
+    const t = performance.now();
+    await iterations(block);
+    last = figures(s, (performance.now() - t) * 1000, block);
+    if (warmIters === 0) first = last;
+    warmIters += block;
+  }
+  const seconds = (performance.now() - warmStart) / 1000;
   const t0 = performance.now();
   await iterations(s.iters);
-  return (performance.now() - t0) * 1000;
+  const timed = figures(s, (performance.now() - t0) * 1000);
+  return warmIters > 0
+    ? { ...timed, warm: { iterations: warmIters, seconds, first, last } }
+    : timed;
 }
 
 /**
@@ -368,7 +407,7 @@ async function role(name: string): Promise<void> {
     size: Number(arg("size", "0")),
     count: Number(arg("count", "1")),
     iters: Number(arg("iters", "1")),
-    warm: Number(arg("warm", "0")),
+    warmSeconds: Number(arg("warm-seconds", "0")),
   };
   let io: Io;
   const client = name.endsWith("client");
@@ -394,9 +433,9 @@ async function role(name: string): Promise<void> {
     });
     io = tcpIo(sock);
   }
-  const usec = await pattern(io, client, s);
+  const measured = await pattern(io, client, s);
   await io.close();
-  if (client) console.log(JSON.stringify(figures(s, usec)));
+  if (measured) console.log(JSON.stringify(measured));
   process.exit(0);
 }
 
@@ -573,7 +612,7 @@ type Kind = "C rstream" | "C rstream -T b" | "ours spin" | "ours" | "TCP";
 const PAIRS: readonly [Kind, Kind][] = [["ours spin", "C rstream"], ["ours", "C rstream -T b"]];
 
 /** One measurement: a server and a client; returns the client's figures. */
-async function measure(kind: Kind, s: Shape): Promise<{ gbps: number; usecPerXfer: number }> {
+async function measure(kind: Kind, s: Shape): Promise<Measured> {
   const port = nextPort++;
   const common = [
     "--address",
@@ -586,8 +625,8 @@ async function measure(kind: Kind, s: Shape): Promise<{ gbps: number; usecPerXfe
     String(s.count),
     "--iters",
     String(s.iters),
-    "--warm",
-    String(s.warm),
+    "--warm-seconds",
+    String(s.warmSeconds),
   ];
   if (kind.startsWith("C rstream")) {
     const shape = [
@@ -642,11 +681,12 @@ function median(v: number[]): number {
 async function main(): Promise<void> {
   if (!address) throw new Error("no address: run inside the VM or pass --address");
   const rounds = Number(arg("rounds", "3"));
-  const bw: Shape = { size: 65536, count: Number(arg("bw-count", "500")), iters: 1, warm: 1 };
   const latIters = Number(arg("lat-iters", "5000"));
-  // the guest's JIT needs about 10,000 round trips (bench/results/2026-11-27-strategies.md)
-  const latWarm = Number(arg("lat-warm", "10000"));
-  const lat: Shape = { size: 64, count: 1, iters: latIters, warm: latWarm };
+  // in the guest Deno's and Bun's optimizing tiers take 20,000-40,000 round trips, 5-10 s, to
+  // replace the code the first ones ran (bench/results/2026-11-28-stream-warm-up.md)
+  const warmSeconds = Number(arg("warm-seconds", "12"));
+  const bw: Shape = { size: 65536, count: Number(arg("bw-count", "500")), iters: 1, warmSeconds };
+  const lat: Shape = { size: 64, count: 1, iters: latIters, warmSeconds };
   const kinds: Kind[] = ["C rstream", "ours spin", "C rstream -T b", "ours", "TCP"];
   const tput = Object.fromEntries(kinds.map((k) => [k, [] as number[]])) as Record<Kind, number[]>;
   const usec = Object.fromEntries(kinds.map((k) => [k, [] as number[]])) as Record<Kind, number[]>;
@@ -654,8 +694,16 @@ async function main(): Promise<void> {
     `bench/stream (${runtime}, ${process.env.RDMA_DEVICE ?? "?"} at ${address}): ` +
       `${rounds} interleaved rounds; throughput: ${bw.count} × 64 KiB each way; ` +
       `latency: ${lat.iters} × 64 B round trips; ours and TCP first run the same shape untimed ` +
-      `(throughput once, latency ${lat.warm} round trips: the JIT's warm-up; C needs none)`,
+      `for ${warmSeconds} s (the JIT's warm-up: blocks of 1,000 round trips or one ` +
+      `${bw.count} × 64 KiB iteration; "warm-up" shows its first and last block; C needs none)`,
   );
+  const warmNote = (m: Measured, lat: boolean) => {
+    if (!m.warm) return "";
+    const f = (x: Figures) => lat ? `${x.usecPerXfer.toFixed(1)}` : `${x.gbps.toFixed(3)}`;
+    return ` (warm-up: ${m.warm.iterations} in ${m.warm.seconds.toFixed(1)} s, ${
+      f(m.warm.first)
+    } → ${f(m.warm.last)})`;
+  };
   for (let r = 0; r < rounds; r++) {
     for (const k of kinds) {
       const t = await measure(k, bw);
@@ -663,9 +711,9 @@ async function main(): Promise<void> {
       const l = await measure(k, lat);
       usec[k].push(l.usecPerXfer);
       console.log(
-        `round ${r + 1} ${k.padEnd(14)} ${t.gbps.toFixed(3)} Gb/s  ${
+        `round ${r + 1} ${k.padEnd(14)} ${t.gbps.toFixed(3)} Gb/s${warmNote(t, false)}  ${
           l.usecPerXfer.toFixed(2)
-        } usec/xfer`,
+        } usec/xfer${warmNote(l, true)}`,
       );
     }
   }
