@@ -12,8 +12,9 @@
  * Options: --iters N (default 1000), --size BYTES (default 4096), --spin MICROS (the adaptive
  * strategy's fixed budget, default DEFAULT_SPIN_MICROS; `busy` polls in the library's default
  * slices), --strategies event,adaptive,busy, --rounds N (default 3),
- * --warm N (default 10000: round trips both of our processes make untimed first, as the JIT warms
- * up over thousands of them in the emulated guest; the C tool needs none).
+ * --warm N (default 60000: round trips both of our processes make untimed first; in the emulated
+ * guest the engines' optimizing tiers replace the first round trips' code only after tens of
+ * thousands of them, bench/results/2026-11-28-stream-warm-up.md; the C tool needs none).
  *
  * With `RDMA_VERBS_COUNT=1` each of our processes also prints, on stderr, the cost of one timed
  * iteration (FFI calls by symbol, empty polls, yields to the event loop, wake-ups, waits);
@@ -41,7 +42,7 @@ function arg(name: string, fallback: string): string {
 const device = process.env.RDMA_DEVICE ?? "rxe0";
 const gidIndex = Number(process.env.RDMA_GID_INDEX ?? 1);
 const iters = Number(arg("iters", "1000"));
-const warm = Number(arg("warm", "10000"));
+const warm = Number(arg("warm", "60000"));
 const size = Number(arg("size", "4096"));
 const spin = Number(arg("spin", String(DEFAULT_SPIN_MICROS)));
 const isBun = "Bun" in globalThis;

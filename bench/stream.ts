@@ -26,7 +26,9 @@
  *
  * Options: --rounds N (default 3), --bw-count N (64 KiB transfers per direction, default 500),
  * --lat-iters N (64-byte round trips, default 5000), --warm-seconds S (untimed warm-up before
- * each of ours and TCP, default 12), --address IP (default $RDMA_GUEST_IP); the allocation role alone
+ * each of ours and TCP, default 12), --cost-ops N (round trips counted per cost account, default
+ * 2000; 0 skips them; a quarter as many 64 KiB transfers), --cost-warm N (untimed operations
+ * before them), --address IP (default $RDMA_GUEST_IP); the allocation role alone
  * (`--role alloc`) takes --alloc-iters N (rounds measured per shape, default 2000).
  */
 
@@ -321,11 +323,18 @@ const MIN_64 = { min: 64 };
  * The cost account of one operation on one side, counted with `RDMA_VERBS_COUNT=1`: `lat`, one
  * 64-byte round trip (the client writes then reads, the server reads then writes); `bw`, one
  * 64 KiB transfer (the client writes, the server reads it whole). Windows of `n` operations
- * after a warm-up: the counters and the time, then the promises made, then the heap bytes
+ * after `warm` untimed ones (`--cost-warm`; default 40,000 round trips or 4,000 transfers, about
+ * the warm-up `pattern` gives ours): the counters and the time, then the promises made, then the heap bytes
  * allocated; and the same windows for the bare awaits of an already-resolved promise per
  * operation (the floor the runtime itself charges for awaiting).
  */
-async function costSide(conn: RdmaConn, client: boolean, what: "lat" | "bw", n: number) {
+async function costSide(
+  conn: RdmaConn,
+  client: boolean,
+  what: "lat" | "bw",
+  n: number,
+  warm: number,
+) {
   const size = what === "lat" ? 64 : 65536;
   const buf = new Uint8Array(size);
   const minAll = what === "lat" ? MIN_64 : { min: size };
@@ -350,7 +359,7 @@ async function costSide(conn: RdmaConn, client: boolean, what: "lat" | "bw", n: 
       if (what === "lat") await done;
     }
   };
-  await ops(n);
+  await ops(warm);
   resetCostCounts();
   const t0 = performance.now();
   await ops(n);
@@ -398,7 +407,9 @@ async function role(name: string): Promise<void> {
       conn = await l.accept();
       l.close();
     } else conn = await connect({ hostname: address, port, ...opts });
-    await costSide(conn, name === "cost-client", what, n);
+    // both sides make the same untimed operations first (the JIT's warm-up, as in `pattern`)
+    const warm = Number(arg("cost-warm", what === "lat" ? "40000" : "4000"));
+    await costSide(conn, name === "cost-client", what, n, warm);
     await conn[Symbol.asyncDispose]();
     process.exit(0);
   }
@@ -503,6 +514,8 @@ async function measureCost(kind: Kind, what: "lat" | "bw", ops: number): Promise
   const port = nextPort++;
   const common = ["--address", address, "--port", String(port), "--what", what];
   common.push("--ops", String(ops));
+  const costWarm = arg("cost-warm", "");
+  if (costWarm) common.push("--cost-warm", costWarm);
   if (kind === "ours spin") common.push("--spin", "1000");
   const env = { RDMA_VERBS_COUNT: "1" };
   let ready!: () => void;
