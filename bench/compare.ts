@@ -70,15 +70,18 @@ interface Workload {
 const base = ["-d", device, "-x", gid, "-F"];
 /**
  * Seconds of each duration-mode run (the middle half is measured): the first quarter must cover
- * the JIT's warm-up, about 10,000 round trips in the guest (bench/results/2026-11-27-strategies.md).
+ * the JIT's warm-up. In the guest the optimizing tiers need seconds, not a count of round trips:
+ * Deno's `write_lat` measured 30.6 µs with `-D 8` and 22.5 with `-D 24` in one boot
+ * (bench/results/2026-11-28-stream-warm-up.md).
  */
-const DURATION = opts.quick ? "8" : "12";
+const DURATION = opts.quick ? "12" : "20";
 /**
  * Iterations of the `-e` row, C and ours alike: its metric is perftest's typical (median) latency,
- * so at least half of them must come after the JIT's warm-up (a few thousand in the guest; at 200
- * the median measured interpreted code).
+ * so at least half of them must come after the JIT's warm-up (tens of thousands of round trips in
+ * the guest: an RC ping-pong through the poller took Deno 1,265 µs per round trip after 10,000
+ * and 551 after 60,000, bench/results/2026-11-28-stream-warm-up.md).
  */
-const EVENT_ITERS = opts.quick ? "3000" : "5000";
+const EVENT_ITERS = opts.quick ? "20000" : "30000";
 const lat = (size: number, extra: string[] = [], chart = true): Workload => {
   const events = extra.includes("-e");
   return {

@@ -19,7 +19,9 @@
  *   64 remote `read`s of 1 MiB of a 64 MiB exposure, zero copy (the local side is exposed
  *   memory) and staged (plain arrays). A write is timed until the server has acknowledged a
  *   stream message sent after it (so the bytes have landed); MiB/s, and the ratio to perftest's
- *   at the same message size (writes to `ib_write_bw`, reads to `ib_read_bw`).
+ *   at the same message size (writes to `ib_write_bw`, reads to `ib_read_bw`). The client first
+ *   runs passes of all six modes untimed for `--warm-seconds` (the JIT's warm-up: in the guest
+ *   the optimizing tiers take seconds; C needs none), then times one pass.
  *
  * Each round's figures are printed as it ends; a ratio is the median over the rounds of the ratio
  * within each round (runs next to each other share the guest's drift).
@@ -29,9 +31,9 @@
  * empty polls, poller wake-ups, waits), beside what rsocket's `riowrite` and perftest make per
  * 1 MiB, read from their source. Its times are not used: counting slows the calls.
  *
- * Options: --rounds N (default 3), --mib N (default 64), --address IP (default
- * $RDMA_GUEST_IP), --device NAME (default $RDMA_DEVICE or rxe0), --gid N (default
- * $RDMA_GID_INDEX or 1).
+ * Options: --rounds N (default 3), --mib N (default 64), --warm-seconds S (default 12),
+ * --address IP (default $RDMA_GUEST_IP), --device NAME (default $RDMA_DEVICE or rxe0), --gid N
+ * (default $RDMA_GID_INDEX or 1).
  */
 
 import process from "node:process";
@@ -55,6 +57,8 @@ const device = arg("device", env.RDMA_DEVICE || "rxe0");
 const gid = arg("gid", env.RDMA_GID_INDEX || "1");
 const ROUNDS = Math.max(1, Number(arg("rounds", "3")));
 const MIB = Math.max(1, Number(arg("mib", "64")));
+/** Seconds of untimed passes before the timed one (ours; C needs no warm-up). */
+const WARM_SECONDS = Math.max(0, Number(arg("warm-seconds", "12")));
 const CHUNK = 1 << 20;
 const TOTAL = MIB * CHUNK;
 
@@ -77,7 +81,14 @@ async function readExactly(conn: RdmaConn, buf: Uint8Array): Promise<void> {
 
 const one = new Uint8Array(1);
 
-/** The server: a 64 MiB mapping for iowrite and a 64 MiB exposure; answers each mode. */
+/** The byte that starts each pass of the modes: `WARM` untimed, `TIMED` the last one. */
+const WARM = 1;
+const TIMED = 2;
+
+/**
+ * The server: a 64 MiB mapping for iowrite and a 64 MiB exposure; serves passes of the modes
+ * (each announced by the client's pass byte) until the client ends the stream.
+ */
 async function server(): Promise<void> {
   const listener = listen({ hostname: address, port: 0, iomapSize: 1 });
   console.log(JSON.stringify({ port: listener.addr.port }));
@@ -87,26 +98,30 @@ async function server(): Promise<void> {
   const mem = conn.expose(TOTAL, { read: true, write: true });
   await conn.write(mem.token); // (the iomap entry goes before it)
   const sink = new Uint8Array(CHUNK);
-  // stream write: read everything, then acknowledge
-  for (let got = 0; got < TOTAL;) {
-    const n = await conn.read(sink);
-    if (n === null) throw new Error("end of stream");
-    got += n;
-  }
-  await conn.write(one);
-  // iowrite and the two remote writes: the client's "landed" byte, acknowledged
-  for (let i = 0; i < 3; i++) {
-    await readExactly(conn, one);
+  // a pass byte, or the end; reads need nothing from this side, so it waits here meanwhile
+  while ((await conn.read(one)) !== null) {
+    // stream write: read everything, then acknowledge
+    for (let got = 0; got < TOTAL;) {
+      const n = await conn.read(sink);
+      if (n === null) throw new Error("end of stream");
+      got += n;
+    }
     await conn.write(one);
+    // iowrite and the two remote writes: the client's "landed" byte, acknowledged
+    for (let i = 0; i < 3; i++) {
+      await readExactly(conn, one);
+      await conn.write(one);
+    }
   }
-  // reads need nothing from this side: wait for the end
-  while ((await conn.read(sink)) !== null);
   void map;
   conn.close();
   await conn.released;
 }
 
-/** The client: times each mode; prints {mode: MiB/s}. */
+/**
+ * The client: runs passes of every mode untimed for `--warm-seconds` (the JIT's warm-up), then
+ * one timed pass; prints {mode: MiB/s} of that pass (and with counting, its cost account).
+ */
 async function client(port: number): Promise<void> {
   const conn = await connect({ hostname: address, port });
   const remote = await conn.readRemote();
@@ -115,7 +130,9 @@ async function client(port: number): Promise<void> {
   for (let i = 0; i < CHUNK; i++) plain[i] = local.buffer[i] = i & 0xff;
   const out: Record<string, number> = {};
   const costs: Record<string, string> = {};
+  let timed = false;
   const time = async (mode: string, f: () => Promise<unknown>) => {
+    if (!timed) return void await f();
     if (COST_COUNTING) resetCostCounts();
     const t0 = performance.now();
     await f();
@@ -128,27 +145,35 @@ async function client(port: number): Promise<void> {
   };
   const all = (f: (i: number) => Promise<unknown>) =>
     Promise.all(Array.from({ length: TOTAL / CHUNK }, (_, i) => f(i)));
-  await time(MODES[0], async () => {
-    for (let off = 0; off < TOTAL; off += CHUNK) await conn.write(plain);
-    await readExactly(conn, one);
-  });
-  await time(MODES[1], async () => {
-    for (let off = 0; off < TOTAL; off += CHUNK) await conn.iowrite(plain, off);
-    await ack();
-  });
-  await time(MODES[2], async () => {
-    await all((i) => remote.write(i * CHUNK, local.buffer));
-    await ack();
-  });
-  await time(MODES[3], async () => {
-    await all((i) => remote.write(i * CHUNK, plain));
-    await ack();
-  });
-  await time(MODES[4], () => all((i) => remote.read(i * CHUNK, local.buffer)));
   const into = Array.from({ length: 4 }, () => new Uint8Array(CHUNK));
-  await time(MODES[5], () => all((i) => remote.read(i * CHUNK, into[i % 4])));
+  const pass = async () => {
+    await conn.write(Uint8Array.of(timed ? TIMED : WARM));
+    await time(MODES[0], async () => {
+      for (let off = 0; off < TOTAL; off += CHUNK) await conn.write(plain);
+      await readExactly(conn, one);
+    });
+    await time(MODES[1], async () => {
+      for (let off = 0; off < TOTAL; off += CHUNK) await conn.iowrite(plain, off);
+      await ack();
+    });
+    await time(MODES[2], async () => {
+      await all((i) => remote.write(i * CHUNK, local.buffer));
+      await ack();
+    });
+    await time(MODES[3], async () => {
+      await all((i) => remote.write(i * CHUNK, plain));
+      await ack();
+    });
+    await time(MODES[4], () => all((i) => remote.read(i * CHUNK, local.buffer)));
+    await time(MODES[5], () => all((i) => remote.read(i * CHUNK, into[i % 4])));
+  };
+  const warmEnd = performance.now() + WARM_SECONDS * 1000;
+  let warmPasses = 0;
+  for (; performance.now() < warmEnd; warmPasses++) await pass();
+  timed = true;
+  await pass();
   if (COST_COUNTING) console.log("cost " + JSON.stringify(costs));
-  console.log(JSON.stringify(out));
+  console.log(JSON.stringify({ ...out, "untimed warm-up passes": warmPasses }));
   await conn.closeWrite();
   conn.close();
   await conn.released;
@@ -324,7 +349,17 @@ async function oursOneWay(counting = false): Promise<
     return null;
   }
   const cl = await run(
-    ours(self, ["--role", "client", String(port), "--address", address, "--mib", String(MIB)]),
+    ours(self, [
+      "--role",
+      "client",
+      String(port),
+      "--address",
+      address,
+      "--mib",
+      String(MIB),
+      "--warm-seconds",
+      String(WARM_SECONDS),
+    ]),
     300_000,
     countEnv,
   ).done;
