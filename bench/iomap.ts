@@ -41,6 +41,7 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { connect, listen, type RdmaConn } from "../stream/mod.ts";
 import { COST_COUNTING, resetCostCounts } from "../mod.ts";
 import { costLine, costsPerOperation } from "./cost-per-op.ts";
+import { warmUp } from "./warm-up.ts";
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -81,13 +82,9 @@ async function readExactly(conn: RdmaConn, buf: Uint8Array): Promise<void> {
 
 const one = new Uint8Array(1);
 
-/** The byte that starts each pass of the modes: `WARM` untimed, `TIMED` the last one. */
-const WARM = 1;
-const TIMED = 2;
-
 /**
  * The server: a 64 MiB mapping for iowrite and a 64 MiB exposure; serves passes of the modes
- * (each announced by the client's pass byte) until the client ends the stream.
+ * (each announced by a byte from the client) until the client ends the stream.
  */
 async function server(): Promise<void> {
   const listener = listen({ hostname: address, port: 0, iomapSize: 1 });
@@ -147,7 +144,7 @@ async function client(port: number): Promise<void> {
     Promise.all(Array.from({ length: TOTAL / CHUNK }, (_, i) => f(i)));
   const into = Array.from({ length: 4 }, () => new Uint8Array(CHUNK));
   const pass = async () => {
-    await conn.write(Uint8Array.of(timed ? TIMED : WARM));
+    await conn.write(one); // the server's cue for the next pass
     await time(MODES[0], async () => {
       for (let off = 0; off < TOTAL; off += CHUNK) await conn.write(plain);
       await readExactly(conn, one);
@@ -167,13 +164,11 @@ async function client(port: number): Promise<void> {
     await time(MODES[4], () => all((i) => remote.read(i * CHUNK, local.buffer)));
     await time(MODES[5], () => all((i) => remote.read(i * CHUNK, into[i % 4])));
   };
-  const warmEnd = performance.now() + WARM_SECONDS * 1000;
-  let warmPasses = 0;
-  for (; performance.now() < warmEnd; warmPasses++) await pass();
+  const warm = await warmUp(WARM_SECONDS, pass);
   timed = true;
   await pass();
   if (COST_COUNTING) console.log("cost " + JSON.stringify(costs));
-  console.log(JSON.stringify({ ...out, "untimed warm-up passes": warmPasses }));
+  console.log(JSON.stringify({ ...out, "untimed warm-up passes": warm.steps }));
   await conn.closeWrite();
   conn.close();
   await conn.released;

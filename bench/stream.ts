@@ -38,6 +38,7 @@ import net from "node:net";
 import { connect, listen, type RdmaConn } from "../stream/mod.ts";
 import { COST_COUNTING, resetCostCounts } from "../mod.ts";
 import { type CostPerOp, costsPerOperation } from "./cost-per-op.ts";
+import { warmUp } from "./warm-up.ts";
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -178,31 +179,25 @@ async function pattern(io: Io, client: boolean, s: Shape): Promise<Measured | nu
     }
   };
   const block = s.count === 1 ? 1000 : 1;
-  const warmStart = performance.now();
-  let warmIters = 0;
-  let first: Figures = { gbps: 0, usecPerXfer: 0 };
-  let last = first;
-  while (performance.now() - warmStart < s.warmSeconds * 1000) {
-    const t = performance.now();
-    await iterations(block);
-    last = figures(s, (performance.now() - t) * 1000, block);
-    if (warmIters === 0) first = last;
-    warmIters += block;
-  }
-  const seconds = (performance.now() - warmStart) / 1000;
+  const w = await warmUp(s.warmSeconds, () => iterations(block));
   const t0 = performance.now();
   await iterations(s.iters);
   const timed = figures(s, (performance.now() - t0) * 1000);
-  return warmIters > 0
-    ? { ...timed, warm: { iterations: warmIters, seconds, first, last } }
-    : timed;
+  if (w.steps === 0) return timed;
+  const warm = {
+    iterations: w.steps * block,
+    seconds: w.seconds,
+    first: figures(s, w.firstMs * 1000, block),
+    last: figures(s, w.lastMs * 1000, block),
+  };
+  return { ...timed, warm };
 }
 
 /**
  * Heap bytes allocated per operation in the steady state: two connections in this process, a
- * warm-up of 20,000 rounds, then `n` rounds of one loop, with the heap measured before and after (a collection
- * first; in Deno the young generation is made large enough that no collection runs during the
- * loop). The loops allocate nothing of their own:
+ * warm-up of 20,000 rounds, then `n` rounds of one loop, with the heap measured before and after
+ * (a collection first; in Deno the young generation is made large enough that no collection runs
+ * during the loop). The loops allocate nothing of their own:
  *
  * - `write(p)` + `read(q, { min })` (the promise-shaped API) at 64 B and 64 KiB;
  * - the floor of that shape: two awaits of a fresh resolved promise per round (what any API that
@@ -324,8 +319,8 @@ const MIN_64 = { min: 64 };
  * 64-byte round trip (the client writes then reads, the server reads then writes); `bw`, one
  * 64 KiB transfer (the client writes, the server reads it whole). Windows of `n` operations
  * after `warm` untimed ones (`--cost-warm`; default 40,000 round trips or 4,000 transfers, about
- * the warm-up `pattern` gives ours): the counters and the time, then the promises made, then the heap bytes
- * allocated; and the same windows for the bare awaits of an already-resolved promise per
+ * the warm-up `pattern` gives ours): the counters and the time, then the promises made, then the
+ * heap bytes allocated; and the same windows for the bare awaits of an already-resolved promise per
  * operation (the floor the runtime itself charges for awaiting).
  */
 async function costSide(
