@@ -5,7 +5,6 @@
  */
 
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import process from "node:process";
 import { type Proc, spawnRemote } from "./peers/spawn.ts";
 
@@ -65,6 +64,8 @@ export interface Started {
   proc: Proc;
   /** Resolves when it ended. */
   ended: Promise<Ended>;
+  /** Where it runs. */
+  where: "here" | "peer";
 }
 
 const alive = new Set<Proc>();
@@ -101,7 +102,7 @@ export function start(argv: string[], options: StartOptions = {}): Started {
     const note = killed ? `\n[killed after ${timeoutMs} ms]` : "";
     return { code, stdout: proc.stdout(), stderr: proc.stderr() + note };
   });
-  return { proc, ended };
+  return { proc, ended, where };
 }
 
 /** Runs `argv` to its end. */
@@ -131,25 +132,29 @@ export function assertLines(name: string, r: Ended, lines: readonly string[], co
   }
 }
 
+/** Runs `argv` where `where` says and returns its stdout ("" when it failed). */
+async function output(argv: string[], where: "here" | "peer"): Promise<string> {
+  const r = await run(argv, { where, timeoutMs: 30_000 });
+  return r.code === 0 ? r.stdout : "";
+}
+
 /** True once an rdma_cm id listens on `port` (`rdma res show cm_id`: `state LISTEN`). */
-function cmListening(port: number): boolean {
-  const r = spawnSync("rdma", ["res", "show", "cm_id"], { encoding: "utf8" });
+async function cmListening(port: number, where: "here" | "peer"): Promise<boolean> {
   const at = new RegExp(`:${port}(\\s|$)`);
-  return (r.stdout ?? "").split("\n").some((l) => / state LISTEN /.test(l) && at.test(l));
+  const lines = (await output(["rdma", "res", "show", "cm_id"], where)).split("\n");
+  return lines.some((l) => / state LISTEN /.test(l) && at.test(l));
 }
 
 /**
  * True once something listens on TCP `port`, read from /proc/net/tcp{,6} (no connection is used
  * up) through `cat`: Deno's test profile cannot read /proc/net itself.
  */
-function tcpListening(port: number): boolean {
+async function tcpListening(port: number, where: "here" | "peer"): Promise<boolean> {
   const hex = `:${port.toString(16).toUpperCase().padStart(4, "0")}`;
-  return ["/proc/net/tcp", "/proc/net/tcp6"].some((f) => {
-    const r = spawnSync("cat", [f], { encoding: "utf8" });
-    return (r.stdout ?? "").split("\n").some((line) => {
-      const cols = line.trim().split(/\s+/);
-      return cols[1]?.endsWith(hex) && cols[3] === "0A";
-    });
+  const lines = (await output(["cat", "/proc/net/tcp", "/proc/net/tcp6"], where)).split("\n");
+  return lines.some((line) => {
+    const cols = line.trim().split(/\s+/);
+    return cols[1]?.endsWith(hex) && cols[3] === "0A";
   });
 }
 
@@ -167,7 +172,8 @@ export async function waitListening(
   let ended = false;
   server.ended.then(() => (ended = true));
   const end = Date.now() + ms;
-  while (!(via === "tcp" ? tcpListening(port) : cmListening(port))) {
+  const listening = via === "tcp" ? tcpListening : cmListening;
+  while (!(await listening(port, server.where))) {
     if (ended) {
       throw new Error(account(`the server ended before listening on ${port}`, await server.ended));
     }
@@ -177,26 +183,6 @@ export async function waitListening(
       throw new Error(account(why, await server.ended));
     }
     await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-/**
- * Runs a client until it gets through, for servers a test cannot see listening (an rdma_cm UD
- * server, a server on the peer guest): until it exits 0, the server ends, or `ms` passed.
- */
-export async function clientWithRetry(
-  argv: string[],
-  server: Started,
-  options: StartOptions = {},
-  ms = 60_000,
-): Promise<Ended> {
-  let ended = false;
-  server.ended.then(() => (ended = true));
-  const end = Date.now() + ms;
-  for (;;) {
-    const r = await run(argv, options);
-    if (r.code === 0 || ended || Date.now() > end) return r;
-    await new Promise((res) => setTimeout(res, 500));
   }
 }
 
