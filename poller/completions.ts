@@ -28,6 +28,7 @@
  * @module
  */
 
+import { now } from "../ffi/clock.ts";
 import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 import { closeWatchesOf, Poller, watchesOf } from "./poller.ts";
 import {
@@ -100,7 +101,7 @@ export class SpinBudget {
   readonly #wake: WakeCost;
   /** How often spins hit lately (a moving average, 0..1). */
   #hits = 0;
-  /** When the last spin that missed started (`performance.now()`), or -1; how long it took (µs). */
+  /** When the last spin that missed started (the library's clock), or -1; how long it took (µs). */
   #missedAt = -1;
   #spun = 0;
   /** Whether its waiter slept until a wake-up since that miss. */
@@ -137,7 +138,7 @@ export class SpinBudget {
   }
 
   /**
-   * A spin ran out: the budget shrinks. `start` (`performance.now()`) and `spun` (µs) say when
+   * A spin ran out: the budget shrinks. `start` (the library's clock) and `spun` (µs) say when
    * it started and how long it took, for {@link SpinBudget.waited}.
    */
   miss(start = -1, spun = 0): void {
@@ -183,7 +184,7 @@ export class SpinBudget {
     const at = this.#missedAt;
     if (at < 0) return;
     this.#missedAt = -1;
-    this.late((performance.now() - at) * 1000, this.#spun, this.#slept);
+    this.late((now() - at) * 1000, this.#spun, this.#slept);
   }
 }
 
@@ -234,11 +235,11 @@ export const PROBE_EVERY = 4;
 export const SPIN_CLOCK_EVERY = 8;
 
 /**
- * Whether a spin ending at `end` (`performance.now()` ms) is over after its `pass`th poll (1 for
+ * Whether a spin ending at `end` (the library's clock, ms) is over after its `pass`th poll (1 for
  * the first): the clock is read only on passes 1, 1 + {@link SPIN_CLOCK_EVERY}, ...
  */
 export function spinOver(pass: number, end: number): boolean {
-  return (pass & (SPIN_CLOCK_EVERY - 1)) === 1 && performance.now() >= end;
+  return (pass & (SPIN_CLOCK_EVERY - 1)) === 1 && now() >= end;
 }
 
 /** Throws unless `spinMicros` is a valid spin budget. */
@@ -427,10 +428,10 @@ export function awaitCompletions(
     const fixed = options.spinMicros;
     checkSpinMicros(fixed);
     if (strategy === "adaptive") {
-      const start = performance.now();
+      const start = now();
       const n = spinPoll(cq, options.max, start, fixed ?? s.budget.micros);
       if (fixed === undefined) {
-        const spun = (performance.now() - start) * 1000;
+        const spun = (now() - start) * 1000;
         if (n > 0) s.budget.hit(spun);
         else s.budget.miss(start, spun);
       }
@@ -439,7 +440,7 @@ export function awaitCompletions(
     }
     if (strategy === "busy") {
       const slice = fixed ?? BUSY_SLICE_MICROS;
-      const n = spinPoll(cq, options.max, performance.now(), slice);
+      const n = spinPoll(cq, options.max, now(), slice);
       return n > 0 ? Promise.resolve(n) : busyWait(cq, s, options, slice);
     }
   } catch (e) {
@@ -465,14 +466,14 @@ async function busyWait(
   slice: number,
 ): Promise<number> {
   const { signal, timeout, max } = options;
-  const deadline = timeout === undefined ? Infinity : performance.now() + timeout;
+  const deadline = timeout === undefined ? Infinity : now() + timeout;
   for (;;) {
     await yieldToLoop();
     if (s.closed) throw s.closed;
     if (signal?.aborted) throw abortedError(signal);
-    const n = spinPoll(cq, max, performance.now(), slice);
+    const n = spinPoll(cq, max, now(), slice);
     if (n > 0) return n;
-    if (performance.now() >= deadline) {
+    if (now() >= deadline) {
       throw timedOutError("completion wait", timeout!);
     }
   }
@@ -495,7 +496,7 @@ async function eventWait(
   watchChannel(cq.channel!, poller);
   const solicited = options.solicitedOnly ?? false;
   const max = options.max;
-  const since = performance.now();
+  const since = now();
   for (;;) {
     // arm -> drain -> wait
     if (!s.armed || (s.armedSolicited && !solicited)) {

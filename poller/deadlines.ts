@@ -14,12 +14,13 @@
  * @module
  */
 
+import { now } from "../ffi/clock.ts";
 import { refTimer, startTimer, stopTimer, type TimerHandle, unrefTimer } from "../ffi/timers.ts";
 import { costs, COUNTING } from "../ffi/cost.ts";
 
-/** Something with a deadline (`at`, on the `performance.now()` clock) that fires once. */
+/** Something with a deadline (`at`, on the library's clock, `ffi/clock.ts`) that fires once. */
 export interface Deadline {
-  /** When it fires, in `performance.now()` milliseconds. */
+  /** When it fires, in the library clock's milliseconds. */
   at: number;
   /** Called once when the deadline has passed (after it left the set). */
   expire(): void;
@@ -34,7 +35,7 @@ function arm(at: number): void {
   if (timer !== undefined) stopTimer(timer);
   armedAt = at;
   if (COUNTING) costs.timers++;
-  timer = startTimer(fire, Math.max(0, at - performance.now()));
+  timer = startTimer(fire, Math.max(0, at - now()));
   held = true;
 }
 
@@ -43,12 +44,12 @@ function fire(): void {
   armedAt = Infinity;
   held = false;
   if (pending.size === 0) return;
-  const now = performance.now();
+  const t = now();
   const due: Deadline[] = [];
   let next = Infinity;
   for (const d of pending) {
     // setTimeout may fire a little early; what is due within a millisecond is due now
-    if (d.at <= now + 1) due.push(d);
+    if (d.at <= t + 1) due.push(d);
     else if (d.at < next) next = d.at;
   }
   for (const d of due) pending.delete(d);

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { now } from "../ffi/clock.ts";
 import { AbortedError, ClosedError } from "../types/errors.ts";
 import { type FdWatch, Poller, watchesOf } from "./poller.ts";
 import { timedOutError, type WaitOptions } from "./wait.ts";
@@ -45,13 +46,13 @@ export async function nextEvent<T>(
   const first = read();
   if (first !== null) return first;
   const { watch, owned } = watchFor(fd, options.poller ?? Poller.default());
-  const deadline = options.timeout === undefined ? Infinity : performance.now() + options.timeout;
+  const deadline = options.timeout === undefined ? Infinity : now() + options.timeout;
   try {
     for (;;) {
       try {
         await watch.readable({
           signal: options.signal,
-          timeout: deadline === Infinity ? undefined : Math.max(0, deadline - performance.now()),
+          timeout: deadline === Infinity ? undefined : Math.max(0, deadline - now()),
         });
       } catch (e) {
         // a later round timed out with what was left: name the whole timeout

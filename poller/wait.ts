@@ -7,6 +7,7 @@
  * @module
  */
 
+import { now } from "../ffi/clock.ts";
 import { AbortedError, InvalidArgumentError, type RdmaError } from "../types/errors.ts";
 import { addDeadline, type Deadline, removeDeadline } from "./deadlines.ts";
 import { describe } from "../types/check.ts";
@@ -146,7 +147,7 @@ export class WaitList<T = void, K = undefined> {
   /**
    * Adds a wait for `what` (named in abort and timeout errors); it settles through
    * {@link WaitList.resolveAll}, {@link WaitList.resolveFirst}, a reject, its signal or its
-   * timeout, counted from `since` (a `performance.now()` time; default now: a wait that resumes
+   * timeout, counted from `since` (a time of the library's clock; default now: a wait that resumes
    * an earlier one keeps its deadline and names its whole timeout). Invalid options reject with
    * {@link InvalidArgumentError}.
    */
@@ -173,7 +174,7 @@ export class WaitList<T = void, K = undefined> {
       what,
       timeout,
       signal,
-      timeout === undefined ? 0 : since ?? performance.now(),
+      timeout === undefined ? 0 : since ?? now(),
     );
     const promise = new Promise<T>((resolve, reject) => {
       p.settle = resolve;

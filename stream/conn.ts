@@ -26,6 +26,7 @@
  * @module
  */
 
+import { now } from "../ffi/clock.ts";
 import { NativeResource } from "../ffi/resource.ts";
 import { costs, COUNTING } from "../ffi/cost.ts";
 import {
@@ -595,7 +596,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   }
 
   async #teardown(): Promise<void> {
-    const deadline = performance.now() + this.#linger;
+    const deadline = now() + this.#linger;
     const e = this.#e;
     try {
       while (this.#pumping) await this.#channelWait.add(); // the pump ends at its next step
@@ -612,7 +613,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     }
     this.#stopObserving();
     try {
-      await this.#id.disconnect({ timeout: Math.max(1, deadline - performance.now()) });
+      await this.#id.disconnect({ timeout: Math.max(1, deadline - now()) });
     } catch {
       // the id is closed below regardless
     }
@@ -631,7 +632,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
 
   /** One completion wait of the teardown (the pump has stopped): arm, drain, wait. */
   async #step(deadline: number): Promise<void> {
-    const left = deadline - performance.now();
+    const left = deadline - now();
     if (left <= 0) throw new ClosedError("RdmaConn (linger time over)");
     if (this.#armAndDrain() > 0) return;
     await this.#channelWait.add({ timeout: left }, undefined, "RdmaConn linger");
@@ -678,16 +679,16 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const s = this.#strategy;
     if (s === "event") return false;
     const learns = s === "adaptive" && !this.#budget.fixed;
-    const start = performance.now();
+    const start = now();
     const end = start + (s === "adaptive" ? this.#budget.micros : this.#slice) / 1000;
     for (let pass = 1;; pass++) {
       if (this.#progress() > 0 && this.#ready(want)) {
-        if (learns) this.#budget.hit((performance.now() - start) * 1000);
+        if (learns) this.#budget.hit((now() - start) * 1000);
         return true;
       }
       if (spinOver(pass, end)) break;
     }
-    if (learns) this.#budget.miss(start, (performance.now() - start) * 1000);
+    if (learns) this.#budget.miss(start, (now() - start) * 1000);
     return false;
   }
 
@@ -740,7 +741,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
         if (this.#strategy === "busy") {
           if (COUNTING) costs.yields++;
           await yieldToLoop();
-          const end = performance.now() + this.#slice / 1000;
+          const end = now() + this.#slice / 1000;
           let pass = 1;
           n = this.#progress();
           while (n === 0 && !spinOver(pass++, end)) n = this.#progress();

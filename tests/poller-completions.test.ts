@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { test } from "./harness.ts";
 import { native } from "../ffi/native.ts";
+import { now } from "../ffi/clock.ts";
 import {
   awaitCompletions,
   CompletionPump,
@@ -459,10 +460,10 @@ test("SpinBudget: while most spins hit, it spins at least four wake-ups' worth",
   // waited(): the wait after the recorded miss; only a wait that woke up teaches the wake-up
   const w = new WakeCost();
   const e = new SpinBudget(undefined, 1000, undefined, w);
-  e.miss(performance.now() - 3, 1000); // started 3 ms ago, spun 1 ms
+  e.miss(now() - 3, 1000); // started 3 ms ago (the library's clock), spun 1 ms
   e.waited(); // found its completion when it armed: no wake-up
   assert.equal(w.micros, Infinity);
-  e.miss(performance.now() - 3, 1000);
+  e.miss(now() - 3, 1000);
   e.woke();
   e.waited();
   assert.ok(w.micros >= 2000 && w.micros < 2500, `slept ~2 ms beyond the spin: ${w.micros}`);

@@ -1,5 +1,5 @@
 /**
- * libc: errno, file descriptors, epoll, eventfd, memory and strings.
+ * libc: errno, file descriptors, epoll, eventfd, memory, strings and the monotonic clock.
  *
  * @module
  */
@@ -80,6 +80,11 @@ export const LIBC = {
   },
   dlerror: { args: [], result: "pointer", c: "char *dlerror(void)" },
   getpid: { args: [], result: "i32", c: "pid_t getpid(void)" },
+  clock_gettime: {
+    args: ["i32", "pointer"],
+    result: "i32",
+    c: "int clock_gettime(clockid_t clockid, struct timespec *tp)",
+  },
 } as const satisfies SymbolTable;
 
 /** libffi, used by the Deno loader to call function pointers quickly. */
