@@ -15,7 +15,7 @@ function isSiwMpaFailure(env: DeviceEnv, e: unknown): boolean {
 }
 
 /** How many MPA failures one test run may retry: more than this is a failure of the test. */
-const MPA_RETRY_BUDGET = 3;
+export const MPA_RETRY_BUDGET = 3;
 
 /**
  * The MPA retries of one test run: {@link MpaRetries.allow} says whether a failed connect may be
