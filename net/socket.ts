@@ -629,12 +629,14 @@ export class Socket extends Duplex {
     this.emit("timeout"); // once per idle period: the next read or write arms it again
   };
 
-  /** Records activity; arms the idle timer again after it fired. */
+  /**
+   * Records activity; arms the idle timer again after it fired. Without an idle timeout it reads
+   * no clock (`setTimeout()` starts the idle period itself).
+   */
   #touch(): void {
+    if (this.#timeoutMs <= 0) return;
     this.#lastActive = performance.now();
-    if (this.#timer === null && this.#timeoutMs > 0 && !this.destroyed) {
-      this.#armTimer(this.#timeoutMs);
-    }
+    if (this.#timer === null && !this.destroyed) this.#armTimer(this.#timeoutMs);
   }
 
   #clearTimer(): void {
