@@ -496,7 +496,8 @@ async function eventWait(
   watchChannel(cq.channel!, poller);
   const solicited = options.solicitedOnly ?? false;
   const max = options.max;
-  const since = now();
+  // a wait's timeout counts from here, over empty wake-ups; without one no clock is read
+  const since = options.timeout === undefined ? 0 : now();
   for (;;) {
     // arm -> drain -> wait
     if (!s.armed || (s.armedSolicited && !solicited)) {
