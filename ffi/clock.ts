@@ -1,8 +1,9 @@
 /**
  * The library's clock: monotonic milliseconds, read by every spin (several times per message on
  * the hot paths) and by every deadline, so all of them compare times of one clock. It is libc's
- * `clock_gettime(CLOCK_MONOTONIC)` through the FFI, which costs Deno a third of
- * `performance.now()` and Bun about the same (bench/results/2026-11-28-spin-clock-cost.md). Its
+ * `clock_gettime(CLOCK_MONOTONIC)` through the FFI, which costs Deno a seventh of
+ * `performance.now()` in the emulated guest and Bun about half
+ * (bench/results/2026-11-28-library-clock.md). Its
  * origin is its first read, not the runtime's time origin: compare its times only with each
  * other. Bound on the first read (that opens libc, as any native call does).
  *
