@@ -132,10 +132,12 @@ export function assertLines(name: string, r: Ended, lines: readonly string[], co
   }
 }
 
-/** Runs `argv` where `where` says and returns its stdout ("" when it failed). */
+/**
+ * Runs `argv` where `where` says and returns its stdout, also when it failed (`cat` of two files
+ * prints the one that exists).
+ */
 async function output(argv: string[], where: "here" | "peer"): Promise<string> {
-  const r = await run(argv, { where, timeoutMs: 30_000 });
-  return r.code === 0 ? r.stdout : "";
+  return (await run(argv, { where, timeoutMs: 30_000 })).stdout;
 }
 
 /** True once an rdma_cm id listens on `port` (`rdma res show cm_id`: `state LISTEN`). */
