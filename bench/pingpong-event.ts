@@ -8,10 +8,12 @@
  * It runs `ibv_rc_pingpong -e` (event mode) and `ibv_rc_pingpong` (busy polling), then two
  * processes of this runtime ping-ponging with each poller strategy (`event`, `adaptive`,
  * `busy`), in interleaved rounds, and prints the median µs per round trip and the ratios to C.
+ * `sync` is the floor of the `busy` row: the same loop calling `cq.poll()` until it finds
+ * completions, with no promise and no poller (what the runtime itself costs per round trip).
  *
  * Options: --iters N (default 1000), --size BYTES (default 4096), --spin MICROS (the adaptive
  * strategy's fixed budget, default DEFAULT_SPIN_MICROS; `busy` polls in the library's default
- * slices), --strategies event,adaptive,busy, --rounds N (default 3),
+ * slices), --strategies event,adaptive,busy[,sync], --rounds N (default 3),
  * --warm N (default 60000: round trips both of our processes make untimed first; in the emulated
  * guest the engines' optimizing tiers replace the first round trips' code only after tens of
  * thousands of them, bench/results/2026-11-28-stream-warm-up.md; the C tool needs none).
@@ -24,7 +26,7 @@
 import process from "node:process";
 import { spawn, spawnSync } from "node:child_process";
 import { createInterface } from "node:readline";
-import { openDevice, type QueuePair } from "../verbs/mod.ts";
+import { type CompletionQueue, openDevice, type QueuePair } from "../verbs/mod.ts";
 import { awaitCompletions, DEFAULT_SPIN_MICROS, type Strategy } from "../poller/mod.ts";
 import { AccessFlags, QpType, WcStatus } from "../types/enums.ts";
 import { COST_COUNTING, resetCostCounts } from "../verbs.ts";
@@ -49,6 +51,9 @@ const isBun = "Bun" in globalThis;
 const self = new URL(import.meta.url).pathname;
 const runtimeArgs = (extra: string[]) => isBun ? [self, ...extra] : ["run", "-A", self, ...extra];
 
+/** A poller strategy, or `sync`: `cq.poll()` in a loop, no promise (the floor of `busy`). */
+type Mode = Strategy | "sync";
+
 interface Info {
   qpNum: number;
   gid: string;
@@ -57,12 +62,12 @@ interface Info {
 /** One side of the ping-pong; returns µs per iteration measured on this side. */
 async function side(
   role: "client" | "server",
-  strategy: Strategy,
+  strategy: Mode,
   exchange: (mine: Info) => Promise<Info>,
 ): Promise<number> {
   using ctx = openDevice(device);
   const pd = ctx.allocPd();
-  const channel = strategy === "busy" ? undefined : ctx.createCompChannel();
+  const channel = strategy === "busy" || strategy === "sync" ? undefined : ctx.createCompChannel();
   const cq = ctx.createCq({ cqe: RX_DEPTH + 1, channel });
   const qp: QueuePair = pd.createQp({
     type: QpType.RC,
@@ -87,6 +92,8 @@ async function side(
   // the slice, and a slice shorter than a round trip yields a macrotask turn per wait)
   const options = strategy === "busy"
     ? { strategy, timeout: 60_000 }
+    : strategy === "sync"
+    ? undefined
     : { strategy, spinMicros: spin, timeout: 60_000 };
   let pending = RECV_WRID;
   let scnt = 0;
@@ -98,7 +105,7 @@ async function side(
     pending = RECV_WRID | SEND_WRID;
   }
   while (rcnt < total || scnt < total) {
-    const got = await awaitCompletions(cq, options);
+    const got = options === undefined ? spin60s(cq) : await awaitCompletions(cq, options);
     for (let i = 0; i < got; i++) {
       const wc = cq.completion(i);
       if (wc.status !== WcStatus.SUCCESS) throw new Error(`completion failed: ${wc.statusName}`);
@@ -127,8 +134,22 @@ async function side(
   return us;
 }
 
+/** `cq.poll()` until it finds completions; throws after 60 s without any (a dead peer). */
+function spin60s(cq: CompletionQueue): number {
+  let got = cq.poll();
+  let start = 0;
+  for (let pass = 1; got === 0; pass++) {
+    if ((pass & 0xffff) === 0) { // the clock once in 65,536 empty polls
+      if (start === 0) start = performance.now();
+      else if (performance.now() - start > 60_000) throw new Error("no completion for 60 s");
+    }
+    got = cq.poll();
+  }
+  return got;
+}
+
 /** The server: a child process talking JSON lines on stdin/stdout. */
-async function server(strategy: Strategy): Promise<void> {
+async function server(strategy: Mode): Promise<void> {
   const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
   const next = async () => JSON.parse((await lines.next()).value as string) as Info;
   const us = await side("server", strategy, async (mine) => {
@@ -141,7 +162,7 @@ async function server(strategy: Strategy): Promise<void> {
 }
 
 /** The client: spawns the server and runs the client side. */
-async function client(strategy: Strategy): Promise<number> {
+async function client(strategy: Mode): Promise<number> {
   const args = [
     "--serve",
     strategy,
@@ -201,7 +222,7 @@ function cTool(event: boolean): number {
 }
 
 async function main(): Promise<void> {
-  const strategies = arg("strategies", "event,adaptive,busy").split(",") as Strategy[];
+  const strategies = arg("strategies", "event,adaptive,busy").split(",") as Mode[];
   const rounds = Number(arg("rounds", "3"));
   const rt = isBun ? "bun" : "deno";
   // rounds interleave every variant, so that load changes hit them alike; medians are printed
@@ -224,12 +245,13 @@ async function main(): Promise<void> {
   ];
   for (const s of strategies) {
     const us = median(s);
-    const ref = s === "busy" ? cBusy : cEvent;
+    const polling = s === "busy" || s === "sync";
+    const ref = polling ? cBusy : cEvent;
     rows.push([
       `${rt} ${s}${s === "adaptive" ? ` (spin ${spin} µs)` : ""}`,
       s,
       us,
-      `${(us / ref).toFixed(2)}× C${s === "busy" ? " busy" : " -e"}`,
+      `${(us / ref).toFixed(2)}× C${polling ? " busy" : " -e"}`,
     ]);
   }
   console.log(
@@ -242,7 +264,7 @@ async function main(): Promise<void> {
 }
 
 if (process.argv.includes("--serve")) {
-  await server(process.argv[process.argv.indexOf("--serve") + 1] as Strategy);
+  await server(process.argv[process.argv.indexOf("--serve") + 1] as Mode);
 } else {
   await main();
   process.exit(0);
