@@ -479,7 +479,11 @@ async function busyWait(
   }
 }
 
-/** Arms, drains, waits (telling the CQ's spin budget how the wait after a missed spin went). */
+/**
+ * Arms, drains, waits (telling the CQ's spin budget how the wait after a missed spin went). Its
+ * callers have just polled the CQ empty: while the CQ is still armed from an earlier wait, a
+ * completion after that poll raises the channel's event, so only a fresh arm needs the drain.
+ */
 async function eventWait(
   cq: CompletionSource,
   s: CqState,
@@ -498,17 +502,20 @@ async function eventWait(
   const max = options.max;
   // a wait's timeout counts from here, over empty wake-ups; without one no clock is read
   const since = options.timeout === undefined ? 0 : now();
-  for (;;) {
+  for (let drained = true;; drained = false) {
     // arm -> drain -> wait
     if (!s.armed || (s.armedSolicited && !solicited)) {
       cq.requestNotify(solicited);
       s.armed = true;
       s.armedSolicited = solicited;
+      drained = false;
     }
-    const n = cq.poll(max);
-    if (n > 0) {
-      s.budget.waited();
-      return n;
+    if (!drained) {
+      const n = cq.poll(max);
+      if (n > 0) {
+        s.budget.waited();
+        return n;
+      }
     }
     // every round of the loop keeps the first round's deadline
     await s.waits.add(options, undefined, "completion wait", since);

@@ -71,11 +71,13 @@ class FakeCq {
   readonly polled: Wc[] = [];
   armed: "all" | "solicited" | null = null;
   arms = 0;
+  polls = 0;
   /** Test hooks run inside the poller's own cycle. */
   afterArm?: () => void;
   afterEmptyPoll?: () => void;
   constructor(readonly channel: FakeChannel | null) {}
   poll(max = 16): number {
+    this.polls++;
     const got = this.queue.splice(0, max);
     this.polled.length = 0;
     this.polled.push(...got);
@@ -166,6 +168,31 @@ test("completions: a completion landing between arm and drain, or after the drai
     clearInterval(timer);
   }
   assert.ok(channel.acks > 0);
+  closeWatchesOf(channel);
+  channel.close();
+});
+
+test("completions: an event wait drains after each arm, and not again while the CQ stays armed", async () => {
+  using poller = new Poller();
+  const channel = new FakeChannel();
+  const cq = new FakeCq(channel);
+  const wait = () => awaitCompletions(cq, { poller, strategy: "event", timeout: 5000 });
+  // the first wait: poll, arm, drain (empty), wait; the event: arm again, poll (one)
+  let p = wait();
+  assert.deepEqual([cq.polls, cq.arms], [2, 1]);
+  cq.complete({ wrId: 1n });
+  assert.equal(await p, 1);
+  assert.deepEqual([cq.polls, cq.arms], [3, 2]);
+  // armed since, no event: the wait's own poll is the drain (C's loop polls once, too)
+  p = wait();
+  assert.deepEqual([cq.polls, cq.arms], [4, 2]);
+  cq.complete({ wrId: 2n });
+  assert.equal(await p, 1);
+  assert.deepEqual([cq.polls, cq.arms], [5, 3]);
+  // a completion between that poll and the wait still raises the event (it is armed)
+  cq.afterEmptyPoll = () => cq.complete({ wrId: 3n });
+  assert.equal(await wait(), 1);
+  assert.equal(cq.completion(0).wrId, 3n);
   closeWatchesOf(channel);
   channel.close();
 });
