@@ -4,7 +4,8 @@
  * - `"event"`: arm the CQ (`requestNotify`), drain it with `poll`, and only if it was empty
  *   wait for the completion channel's event through the poller. The order is always
  *   arm -> drain -> wait, so a completion landing between the drain and the wait still signals
- *   the channel. A CQ already armed and not yet signalled is not re-armed.
+ *   the channel. A CQ already armed and not yet signalled is neither re-armed nor drained again
+ *   (the poll just before the wait found it empty, and a later completion raises the event).
  * - `"busy"`: poll in a tight loop for a slice ({@link BUSY_SLICE_MICROS}, or `spinMicros`), and
  *   between slices yield to the event loop (`setImmediate`), so timers and I/O keep running. A
  *   completion that lands within a slice costs no event-loop turn. Needs no channel; costs a
