@@ -18,7 +18,7 @@ dev=${RDMA_DEVICE:-rxe0}
 gid=${RDMA_GID_INDEX:-1}
 lib=$(mktemp -d)/doorbell.so
 trap 'rm -rf "$(dirname "$lib")"' EXIT
-cc -shared -fPIC -O2 -o "$lib" bench/c/doorbell.c -ldl || exit 1
+cc -shared -fPIC -O2 -o "$lib" bench/c/doorbell.c -ldl -lm || exit 1
 port=$((7600 + RANDOM % 300))
 
 listening() { rdma res show cm_id 2>/dev/null | grep -q " state LISTEN .*:$1 "; }
