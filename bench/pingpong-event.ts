@@ -105,7 +105,7 @@ async function side(
     pending = RECV_WRID | SEND_WRID;
   }
   while (rcnt < total || scnt < total) {
-    const got = options === undefined ? spin60s(cq) : await awaitCompletions(cq, options);
+    const got = strategy === "sync" ? spin60s(cq) : await awaitCompletions(cq, options);
     for (let i = 0; i < got; i++) {
       const wc = cq.completion(i);
       if (wc.status !== WcStatus.SUCCESS) throw new Error(`completion failed: ${wc.statusName}`);

@@ -22,6 +22,7 @@
 /* bin i holds the times in [BIN_FLOOR * 1.01^i, BIN_FLOOR * 1.01^(i+1)) microseconds */
 #define BIN_FLOOR 0.05
 #define BINS 2000
+#define LOG_STEP 0.009950330853168083 /* log(1.01), not computed per call */
 static ssize_t (*real_write)(int, const void *, size_t);
 static long bins[BINS];
 static long count;
@@ -39,7 +40,7 @@ static int is_uverbs(int fd) {
 
 static int bin_of(double us) {
   if (us < BIN_FLOOR) return 0;
-  int i = (int)(log(us / BIN_FLOOR) / log(1.01));
+  int i = (int)(log(us / BIN_FLOOR) / LOG_STEP);
   return i < BINS ? i : BINS - 1;
 }
 
