@@ -329,7 +329,8 @@ for (const w of WORKLOADS) {
  */
 const PERFTEST: Record<string, string> = {
   send_lat: "post_send 1, post_recv 1, poll_cq 1 + empty (send CQ: 1 per cq_mod)",
-  write_lat: "post_send 1, poll_cq 1 + empty after the post (every write signalled); the wait spins on memory (no call)",
+  write_lat:
+    "post_send 1, poll_cq 1 + empty after the post (every write signalled); the wait spins on memory (no call)",
   read_lat: "post_send 1, poll_cq 1 + empty",
   atomic_lat: "post_send 1, poll_cq 1 + empty",
   send_bw: "client: post_send 1, poll_cq 1 per 16 completions (1 per cq_mod=100 messages) + empty",
