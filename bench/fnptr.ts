@@ -1,7 +1,9 @@
 /**
  * Cost of one function-pointer call (the path of the inline verbs) on the running
  * runtime: the prepared call used on the hot path, the generic bound call, and in
- * Deno the UnsafeFnPointer fallback; a plain exported-symbol call for reference.
+ * Deno each of its paths (the trampoline, libffi, the UnsafeFnPointer fallback); a plain
+ * exported-symbol call for reference. The function called is libc's `int abs(int)`: an `int`
+ * result, like every post and poll.
  *
  *   deno run -A bench/fnptr.ts      bun bench/fnptr.ts
  */
@@ -10,7 +12,7 @@ import { native } from "../ffi/native.ts";
 import type { Native } from "../types/native.ts";
 
 const ITERS = 1_000_000;
-const spec = { args: ["i64"], result: "i64", c: "long labs(long j)" } as const;
+const spec = { args: ["i32"], result: "i32", c: "int abs(int j)" } as const;
 
 function timeIt(label: string, fn: () => unknown, iters = ITERS): number {
   for (let i = 0; i < 10_000; i++) fn(); // warm up (JIT, fast-call paths)
@@ -22,10 +24,10 @@ function timeIt(label: string, fn: () => unknown, iters = ITERS): number {
 }
 
 function run(n: Native, label: string): void {
-  const labs = n.libc.dlsym(n.libc.dlopen(null, 2), n.pointerOf(n.cstringBytes("labs")))!;
-  const prepared = n.prepareCall(labs, spec, [-7]);
-  const bound = n.fnPointer(labs, spec);
-  if (Number(prepared.call()) !== 7 || Number(bound(-7)) !== 7) throw new Error("labs broken");
+  const abs = n.libc.dlsym(n.libc.dlopen(null, 2), n.pointerOf(n.cstringBytes("abs")))!;
+  const prepared = n.prepareCall(abs, spec, [-7]);
+  const bound = n.fnPointer(abs, spec);
+  if (prepared.call() !== 7 || bound(-7) !== 7) throw new Error("abs broken");
   timeIt(`${label}: prepared call (hot path)`, () => prepared.call());
   timeIt(`${label}: bound call with arguments`, () => bound(-7), ITERS / 10);
 }
@@ -37,6 +39,8 @@ timeIt(`${n.runtime}: exported symbol strlen("") for reference`, () => n.libc.st
 run(n, `${n.runtime} ${n.fnPointerPath}`);
 if (n.runtime === "deno") {
   const { createNative } = await import("../ffi/deno.ts");
-  const fallback = createNative({ libffi: false });
-  run(fallback, `deno ${fallback.fnPointerPath}`);
+  for (const paths of [{ trampoline: false }, { trampoline: false, libffi: false as const }]) {
+    const other = createNative(paths);
+    run(other, `deno ${other.fnPointerPath}`);
+  }
 }

@@ -1,6 +1,6 @@
 /**
- * The Deno loader: `Deno.dlopen` for symbols, libffi's `ffi_call` for function
- * pointers (with `Deno.UnsafeFnPointer` as the fallback when libffi is absent).
+ * The Deno loader: `Deno.dlopen` for symbols; for function pointers a trampoline built in
+ * memory (ffi/trampoline.ts, x86-64), else libffi's `ffi_call`, else `Deno.UnsafeFnPointer`.
  *
  * @module
  */
@@ -21,6 +21,12 @@ import { FfiPermissionError, RdmaError } from "../types/errors.ts";
 import { ArgumentsCall, type Backend, buildNative } from "./build.ts";
 import { candidates, LIBRARIES, type LibraryPaths } from "./library.ts";
 import { countBorn, countDied } from "./census.ts";
+import {
+  TRAMPOLINE_BLOCK_BYTES,
+  TRAMPOLINE_MAX_ARGS,
+  TRAMPOLINE_SYMBOL,
+  trampolineImage,
+} from "./trampoline.ts";
 
 type DenoResult = Deno.NativeResultType;
 
@@ -291,6 +297,150 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
   };
 }
 
+const MFD_CLOEXEC = 1;
+
+/** Result types the trampoline is bound for (every prepared call of the verbs' hot paths). */
+const TRAMPOLINE_RESULTS = ["i32", "u32", "void", "pointer"] as const;
+type TrampolineResult = typeof TRAMPOLINE_RESULTS[number];
+
+/** True when `spec` can go through the trampoline: integer or pointer arguments only. */
+function trampolineFits(spec: FunctionSpec): boolean {
+  return spec.args.length <= TRAMPOLINE_MAX_ARGS &&
+    spec.args.every((t) => t !== "f32" && t !== "f64") &&
+    (TRAMPOLINE_RESULTS as readonly CType[]).includes(spec.result);
+}
+
+/**
+ * Loads the trampoline (ffi/trampoline.ts) from an anonymous file (`memfd_create`, so nothing is
+ * written to disk and the fd is closed once the loader has mapped it) and binds it once per
+ * result type; throws where that is not possible (another architecture, no `memfd_create`,
+ * an ffi permission limited to some paths, a system that forbids executable anonymous files).
+ */
+function loadTrampoline(native: Native) {
+  const image = trampolineImage(native.arch);
+  if (image === null) throw new RdmaError(`no trampoline for ${native.arch}`);
+  const fd = native.libc.memfd_create(
+    native.pointerOf(native.cstringBytes("rdma-verbs-call")),
+    MFD_CLOEXEC,
+  );
+  if (fd < 0) throw new RdmaError("memfd_create failed");
+  const copy = native.alloc(image.length);
+  try {
+    new Uint8Array(native.arrayBuffer(copy, image.length)).set(image);
+    if (Number(native.libc.write(fd, copy, image.length)) !== image.length) {
+      throw new RdmaError("writing the trampoline failed");
+    }
+    const name = TRAMPOLINE_SYMBOL, parameters = ["pointer"] as const;
+    return Deno.dlopen(
+      `/proc/self/fd/${fd}`,
+      {
+        i32: { name, parameters, result: "i32" },
+        u32: { name, parameters, result: "u32" },
+        void: { name, parameters, result: "void" },
+        pointer: { name, parameters, result: "pointer" },
+      } as const,
+    ).symbols;
+  } finally {
+    native.free(copy, image.length);
+    native.libc.close(fd);
+  }
+}
+
+/**
+ * The trampoline path: a function pointer and its arguments sit in one native block, and a call
+ * is one fast call of the trampoline with the block's address. Signatures it does not take
+ * (floating point, more than six arguments, other result types) go to `fallback`.
+ */
+function trampolinePath(
+  native: Native,
+  fallback: () => Pick<Native, "fnPointer" | "prepareCall">,
+): Pick<Native, "fnPointer" | "prepareCall"> {
+  const { i32: callI32, u32: callU32, void: callVoid, pointer: callPointer } = loadTrampoline(
+    native,
+  );
+
+  /** One prepared call: its block (the function, then one 8-byte slot per argument). */
+  class TrampolineCall<S extends FunctionSpec> implements PreparedCall<S> {
+    #block: NativePointer | null;
+    readonly #arg: Deno.PointerValue;
+    readonly #view: DataView;
+    readonly #spec: S;
+    readonly #result: TrampolineResult;
+    readonly #counted: boolean;
+
+    /** `counted`: a prepared call of the census (not a bound function pointer's own call). */
+    constructor(fn: NativePointer, spec: S, args: ArgValues<S["args"]>, counted: boolean) {
+      const block = this.#block = native.alloc(TRAMPOLINE_BLOCK_BYTES, 16);
+      this.#arg = denoPtr(block);
+      this.#view = new DataView(native.arrayBuffer(block, TRAMPOLINE_BLOCK_BYTES));
+      this.#spec = spec;
+      this.#result = spec.result as TrampolineResult;
+      native.writePointer(block, 0, fn);
+      for (let i = 0; i < spec.args.length; i++) {
+        writeSlot(this.#view, SLOT * (1 + i), spec.args[i], args[i]);
+      }
+      this.#counted = counted;
+      if (counted) countBorn("PreparedCall");
+    }
+
+    /**
+     * One fast call of the trampoline bound for the result type. Like `LibffiCall.call`, this
+     * method must stay above Maglev's inlining limit (100 bytes of bytecode; an FFI call inlined
+     * into Maglev code takes V8's slow path) and below TurboFan's (460): tests/ffi.test.ts holds
+     * its size.
+     */
+    call(): ReturnType<PreparedCall<S>["call"]> {
+      const block = this.#arg;
+      if (this.#block === null) throw new RdmaError("prepared call used after free()");
+      switch (this.#result) {
+        case "i32":
+          return callI32(block) as ReturnType<PreparedCall<S>["call"]>;
+        case "u32":
+          return callU32(block) as ReturnType<PreparedCall<S>["call"]>;
+        case "void":
+          callVoid(block);
+          return undefined as ReturnType<PreparedCall<S>["call"]>;
+        default:
+          return asPtr(callPointer(block)) as ReturnType<PreparedCall<S>["call"]>;
+      }
+    }
+
+    setArg(index: number, value: ArgValues<S["args"]>[number]): void {
+      writeSlot(this.#view, SLOT * (1 + index), this.#spec.args[index], value);
+    }
+
+    free(): void {
+      if (this.#block === null) return;
+      native.free(this.#block, TRAMPOLINE_BLOCK_BYTES, 16);
+      this.#block = null;
+      if (this.#counted) countDied("PreparedCall");
+    }
+  }
+
+  return {
+    prepareCall<S extends FunctionSpec>(
+      fn: NativePointer,
+      spec: S,
+      args: ArgValues<S["args"]>,
+    ): PreparedCall<S> {
+      return trampolineFits(spec)
+        ? new TrampolineCall(fn, spec, args, true)
+        : fallback().prepareCall(fn, spec, args);
+    },
+    fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
+      if (!trampolineFits(spec)) return fallback().fnPointer(fn, spec);
+      const n = spec.args.length;
+      // counted as the `FnPointer` it backs (native.fnPointer), kept for the life of the process
+      const zeros = new Array(n).fill(0) as ArgValues<S["args"]>;
+      const prepared = new TrampolineCall(fn, spec, zeros, false);
+      return ((...args: unknown[]) => {
+        for (let i = 0; i < n; i++) prepared.setArg(i, args[i] as never);
+        return prepared.call();
+      }) as never;
+    },
+  };
+}
+
 /** The fallback: `Deno.UnsafeFnPointer` (about a microsecond per call). */
 function unsafeFnPointerPath(native: Native): Pick<Native, "fnPointer" | "prepareCall"> {
   function fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
@@ -355,16 +505,29 @@ const backend: Backend = {
   readPointer: (p, off) => asPtr(new Deno.UnsafePointerView(denoPtr(p)!).getPointer(off)),
   cstring: (p, off) => Deno.UnsafePointerView.getCString(denoPtr(p)!, off),
   functionPointers(native: Native, paths: LibraryPaths) {
-    if (paths.libffi !== false) {
-      for (const path of candidates(LIBRARIES.libffi, paths.libffi, env)) {
-        try {
-          return { path: "libffi", ...libffiPath(native, path) };
-        } catch {
-          // try the next candidate, then fall back
+    const general = (): ReturnType<Backend["functionPointers"]> => {
+      if (paths.libffi !== false) {
+        for (const path of candidates(LIBRARIES.libffi, paths.libffi, env)) {
+          try {
+            return { path: "libffi", ...libffiPath(native, path) };
+          } catch {
+            // try the next candidate, then fall back
+          }
         }
       }
+      return { path: "UnsafeFnPointer", ...unsafeFnPointerPath(native) };
+    };
+    if (paths.trampoline !== false) {
+      // libffi (or the fallback) is set up only when a signature the trampoline does not take
+      // is called
+      let other: ReturnType<Backend["functionPointers"]> | undefined;
+      try {
+        return { path: "trampoline", ...trampolinePath(native, () => other ??= general()) };
+      } catch {
+        // no trampoline here: the general path for every call
+      }
     }
-    return { path: "UnsafeFnPointer", ...unsafeFnPointerPath(native) };
+    return general();
   },
 };
 

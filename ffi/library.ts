@@ -13,6 +13,8 @@ export interface LibraryPaths {
   librdmacm?: string;
   /** Path or soname of libffi for Deno's fast function-pointer calls (default `libffi.so.8`, env `RDMA_VERBS_LIBFFI`); `false` forces the `UnsafeFnPointer` path. */
   libffi?: string | false;
+  /** Deno on x86-64: `false` calls function pointers through libffi instead of the trampoline built in memory (the default; ffi/trampoline.ts). */
+  trampoline?: boolean;
 }
 
 /** One library we open: its default sonames, override variable and install hint. */

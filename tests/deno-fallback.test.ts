@@ -1,17 +1,94 @@
-// Deno's two function-pointer paths give the same answers; Bun has one (CFunction).
+// Deno's three function-pointer paths give the same answers; Bun has one (CFunction).
 import assert from "node:assert/strict";
+import process from "node:process";
 import { test } from "./harness.ts";
+import { RdmaError } from "../types/errors.ts";
+import type { LibraryPaths } from "../ffi/library.ts";
+import type { Native } from "../types/native.ts";
 
-test("Deno UnsafeFnPointer fallback calls a real libc function", async () => {
+const BUN = "Bun" in globalThis ? "Bun has a single function-pointer path (CFunction)" : false;
+const X86_64 = process.arch === "x64" ? false : "the trampoline is built for x86-64 only";
+
+async function denoNative(paths: LibraryPaths): Promise<Native> {
   const { createNative } = await import("../ffi/deno.ts");
-  const n = createNative({ libffi: false });
-  assert.equal(n.fnPointerPath, "UnsafeFnPointer");
-  const strlen = n.libc.dlsym(n.libc.dlopen(null, 2), n.pointerOf(n.cstringBytes("strlen")))!;
-  const s = n.cstringBytes("twelve bytes");
-  const p = n.alloc(s.length);
-  new Uint8Array(n.arrayBuffer(p, s.length)).set(s);
-  const spec = { args: ["pointer"], result: "usize", c: "size_t strlen(const char *s)" } as const;
-  assert.equal(n.fnPointer(strlen, spec)(p), 12);
-  assert.equal(n.prepareCall(strlen, spec, [p]).call(), 12);
-  n.free(p, s.length);
-}, { skip: "Bun" in globalThis ? "Bun has a single function-pointer path (CFunction)" : false });
+  return createNative(paths);
+}
+
+function sym(n: Native, name: string) {
+  return n.libc.dlsym(n.libc.dlopen(null, 2), n.pointerOf(n.cstringBytes(name)))!;
+}
+
+for (
+  const [paths, path] of [
+    [{}, X86_64 ? "libffi" : "trampoline"],
+    [{ trampoline: false }, "libffi"],
+    [{ trampoline: false, libffi: false }, "UnsafeFnPointer"],
+  ] as const
+) {
+  test(`Deno ${path} path calls real libc functions`, async () => {
+    const n = await denoNative(paths);
+    assert.equal(n.fnPointerPath, path);
+    const s = n.cstringBytes("twelve bytes");
+    const p = n.alloc(s.length);
+    new Uint8Array(n.arrayBuffer(p, s.length)).set(s);
+    const spec = { args: ["pointer"], result: "usize", c: "size_t strlen(const char *s)" } as const;
+    assert.equal(n.fnPointer(sym(n, "strlen"), spec)(p), 12);
+    assert.equal(n.prepareCall(sym(n, "strlen"), spec, [p]).call(), 12);
+    n.free(p, s.length);
+    const abs = { args: ["i32"], result: "i32", c: "int abs(int j)" } as const;
+    const call = n.prepareCall(sym(n, "abs"), abs, [-7]);
+    assert.equal(call.call(), 7);
+    call.setArg(0, -2147483647);
+    assert.equal(call.call(), 2147483647);
+    call.free();
+    call.free();
+    if (path !== "UnsafeFnPointer") {
+      assert.throws(() => call.call(), (e: unknown) => e instanceof RdmaError);
+    }
+  }, { skip: BUN });
+}
+
+test(
+  "Deno trampoline: six arguments in their registers, a pointer result, other signatures by libffi, no fd left open",
+  async () => {
+    const n = await denoNative({});
+    // the kernel hands out the lowest free fd: the same number before and after means the
+    // anonymous file the trampoline was loaded from is closed
+    const lowestFreeFd = () => {
+      const fd = n.libc.eventfd(0, 0);
+      n.libc.close(fd);
+      return fd;
+    };
+    const before = lowestFreeFd();
+    assert.equal(n.fnPointerPath, "trampoline"); // set up now
+    assert.equal(lowestFreeFd(), before, "the anonymous file is closed once mapped");
+    // void *mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset)
+    const mmap = {
+      args: ["pointer", "usize", "i32", "i32", "i32", "i64"],
+      result: "pointer",
+      c: "void *mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset)",
+    } as const;
+    const PROT_READ = 1, PROT_WRITE = 2, MAP_PRIVATE = 2, MAP_ANONYMOUS = 0x20;
+    const m = n.fnPointer(sym(n, "mmap"), mmap)(
+      null,
+      8192,
+      PROT_READ | PROT_WRITE,
+      MAP_PRIVATE | MAP_ANONYMOUS,
+      -1,
+      0,
+    );
+    assert.ok(m !== null && n.address(m) % 4096n === 0n && n.address(m) !== 0xffffffffffffffffn);
+    const page = new Uint8Array(n.arrayBuffer(m, 8192));
+    page[8191] = 42; // mapped, writable
+    const munmap = {
+      args: ["pointer", "usize"],
+      result: "i32",
+      c: "int munmap(void *addr, size_t length)",
+    } as const;
+    assert.equal(n.fnPointer(sym(n, "munmap"), munmap)(m, 8192), 0);
+    // a 64-bit result is not one of the trampoline's: the call goes to libffi, with the same answer
+    const labs = { args: ["i64"], result: "i64", c: "long labs(long j)" } as const;
+    assert.equal(Number(n.fnPointer(sym(n, "labs"), labs)(-123456789012)), 123456789012);
+  },
+  { skip: BUN || X86_64 },
+);

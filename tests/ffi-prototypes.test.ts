@@ -332,6 +332,7 @@ test(
         "dlfcn.h",
         "sys/epoll.h",
         "sys/eventfd.h",
+        "sys/mman.h",
         "time.h",
         ...(ffiHeader ? ["ffi.h"] : []),
       ].map((h) => `#include <${h}>`),

@@ -21,7 +21,7 @@ import type { RDMACM } from "./symbols/rdmacm.ts";
 import type { LIBC } from "./symbols/libc.ts";
 
 /** How function pointers (the inline verbs) are called on this runtime. */
-export type FnPointerPath = "CFunction" | "libffi" | "UnsafeFnPointer";
+export type FnPointerPath = "CFunction" | "trampoline" | "libffi" | "UnsafeFnPointer";
 
 /**
  * A call to one function pointer with its arguments fixed in advance, so that the

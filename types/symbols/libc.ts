@@ -52,6 +52,11 @@ export const LIBC = {
     result: "isize",
     c: "ssize_t write(int fd, const void *buf, size_t count)",
   },
+  memfd_create: {
+    args: ["pointer", "u32"],
+    result: "i32",
+    c: "int memfd_create(const char *name, unsigned int flags)",
+  },
   epoll_create1: { args: ["i32"], result: "i32", c: "int epoll_create1(int flags)" },
   epoll_ctl: {
     args: ["i32", "i32", "i32", "pointer"],
