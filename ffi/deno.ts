@@ -7,6 +7,7 @@
 
 import type {
   ArgValues,
+  BoundFunction,
   BoundLibrary,
   CType,
   FunctionSpec,
@@ -159,6 +160,26 @@ function readResult(view: DataView, type: CType): unknown {
   }
 }
 
+/** Zero for each argument of `spec`: a prepared call's arguments before its first use. */
+function zeros<S extends FunctionSpec>(spec: S): ArgValues<S["args"]> {
+  return new Array(spec.args.length).fill(0) as ArgValues<S["args"]>;
+}
+
+/**
+ * A bound function over one prepared call (counted as the `FnPointer` it backs, kept for the
+ * life of the process): sets the arguments, then calls.
+ */
+function throughPrepared<S extends FunctionSpec>(
+  prepared: PreparedCall<S>,
+  spec: S,
+): BoundFunction<S> {
+  const n = spec.args.length;
+  return ((...args: unknown[]) => {
+    for (let i = 0; i < n; i++) prepared.setArg(i, args[i] as never);
+    return prepared.call();
+  }) as never;
+}
+
 /** The libffi fast path: one `ffi_call` symbol call per function-pointer call. */
 function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "prepareCall"> {
   const ffi = Deno.dlopen(path, {
@@ -285,14 +306,7 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
   return {
     prepareCall,
     fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
-      const n = spec.args.length;
-      // counted as the `FnPointer` it backs (native.fnPointer), kept for the life of the process
-      const zeros = new Array(n).fill(0) as ArgValues<S["args"]>;
-      const prepared = new LibffiCall(fn, spec, zeros, false);
-      return ((...args: unknown[]) => {
-        for (let i = 0; i < n; i++) prepared.setArg(i, args[i] as never);
-        return prepared.call();
-      }) as never;
+      return throughPrepared(new LibffiCall(fn, spec, zeros(spec), false), spec);
     },
   };
 }
@@ -428,15 +442,9 @@ function trampolinePath(
         : fallback().prepareCall(fn, spec, args);
     },
     fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
-      if (!trampolineFits(spec)) return fallback().fnPointer(fn, spec);
-      const n = spec.args.length;
-      // counted as the `FnPointer` it backs (native.fnPointer), kept for the life of the process
-      const zeros = new Array(n).fill(0) as ArgValues<S["args"]>;
-      const prepared = new TrampolineCall(fn, spec, zeros, false);
-      return ((...args: unknown[]) => {
-        for (let i = 0; i < n; i++) prepared.setArg(i, args[i] as never);
-        return prepared.call();
-      }) as never;
+      return trampolineFits(spec)
+        ? throughPrepared(new TrampolineCall(fn, spec, zeros(spec), false), spec)
+        : fallback().fnPointer(fn, spec);
     },
   };
 }

@@ -24,7 +24,7 @@ export interface RuntimeInfo {
   readonly runtime: "deno" | "bun";
   /** CPU architecture (`x86_64`, `aarch64`). */
   readonly arch: string;
-  /** How the inline verbs' function pointers are called (`libffi` is Deno's fast path). */
+  /** How the inline verbs' function pointers are called (`trampoline` is Deno's fast path on x86-64, `libffi` elsewhere). */
   readonly fnPointerPath: FnPointerPath;
 }
 
@@ -40,7 +40,7 @@ export function native(): Native {
 }
 
 /**
- * Overrides library paths (or disables libffi in Deno) before the first use.
+ * Overrides library paths (or Deno's choice of function-pointer path) before the first use.
  * Throws once the libraries are open.
  */
 export function configureNative(options: LibraryPaths): void {

@@ -7,7 +7,7 @@ import type { LibraryPaths } from "../ffi/library.ts";
 import type { Native } from "../types/native.ts";
 
 const BUN = "Bun" in globalThis ? "Bun has a single function-pointer path (CFunction)" : false;
-const X86_64 = process.arch === "x64" ? false : "the trampoline is built for x86-64 only";
+const NOT_X86_64 = process.arch === "x64" ? false : "the trampoline is built for x86-64 only";
 
 async function denoNative(paths: LibraryPaths): Promise<Native> {
   const { createNative } = await import("../ffi/deno.ts");
@@ -20,7 +20,7 @@ function sym(n: Native, name: string) {
 
 for (
   const [paths, path] of [
-    [{}, X86_64 ? "libffi" : "trampoline"],
+    [{}, NOT_X86_64 ? "libffi" : "trampoline"],
     [{ trampoline: false }, "libffi"],
     [{ trampoline: false, libffi: false }, "UnsafeFnPointer"],
   ] as const
@@ -90,5 +90,5 @@ test(
     const labs = { args: ["i64"], result: "i64", c: "long labs(long j)" } as const;
     assert.equal(Number(n.fnPointer(sym(n, "labs"), labs)(-123456789012)), 123456789012);
   },
-  { skip: BUN || X86_64 },
+  { skip: BUN || NOT_X86_64 },
 );
