@@ -344,9 +344,14 @@ function loadTrampoline(native: Native) {
     if (Number(native.libc.write(fd, copy, image.length)) !== image.length) {
       throw new RdmaError("writing the trampoline failed");
     }
+    const path = `/proc/self/fd/${fd}`;
+    // where --allow-ffi names some paths only, ask nobody: libffi instead
+    if (Deno.permissions.querySync({ name: "ffi", path }).state !== "granted") {
+      throw new RdmaError("no ffi permission for the trampoline");
+    }
     const name = TRAMPOLINE_SYMBOL, parameters = ["pointer"] as const;
     return Deno.dlopen(
-      `/proc/self/fd/${fd}`,
+      path,
       {
         i32: { name, parameters, result: "i32" },
         u32: { name, parameters, result: "u32" },
