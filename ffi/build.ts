@@ -148,9 +148,9 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
     fnPointer: boundOnce(backend, (fn, spec) => fnPointers().fnPointer(fn, spec)),
     prepareCall: (fn, spec, args) => prepare(fn, spec, args),
   };
-  // Function-pointer calling (Deno: the trampoline loaded, or libffi opened) is set up by the first binding or
-  // prepared call, so a program pays for it only when it calls an inline verb: a listening
-  // rdma_cm id needs none.
+  // Function-pointer calling (Deno: the trampoline loaded, or libffi opened) is set up by the
+  // first binding or prepared call, so a program pays for it only when it calls an inline verb: a
+  // listening rdma_cm id needs none.
   let fp: ReturnType<Backend["functionPointers"]> | undefined;
   let prepare: Native["prepareCall"] = (fn, spec, args) => {
     const p = fnPointers().prepareCall;

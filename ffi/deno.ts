@@ -338,10 +338,8 @@ function loadTrampoline(native: Native) {
     MFD_CLOEXEC,
   );
   if (fd < 0) throw new RdmaError("memfd_create failed");
-  const copy = native.alloc(image.length);
   try {
-    new Uint8Array(native.arrayBuffer(copy, image.length)).set(image);
-    if (Number(native.libc.write(fd, copy, image.length)) !== image.length) {
+    if (Number(native.libc.write(fd, native.pointerOf(image), image.length)) !== image.length) {
       throw new RdmaError("writing the trampoline failed");
     }
     const path = `/proc/self/fd/${fd}`;
@@ -360,7 +358,6 @@ function loadTrampoline(native: Native) {
       } as const,
     ).symbols;
   } finally {
-    native.free(copy, image.length);
     native.libc.close(fd);
   }
 }

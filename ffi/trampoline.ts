@@ -25,36 +25,16 @@ export const TRAMPOLINE_MAX_ARGS = 6;
 export const TRAMPOLINE_BLOCK_BYTES = 8 * (1 + TRAMPOLINE_MAX_ARGS);
 
 // mov rax, rdi; mov rdi..r9, [rax + 8..48]; jmp [rax]
+// deno-fmt-ignore
 const X86_64_CODE = [
-  0x48,
-  0x89,
-  0xf8, // mov rax, rdi
-  0x48,
-  0x8b,
-  0x78,
-  0x08, // mov rdi, [rax+8]
-  0x48,
-  0x8b,
-  0x70,
-  0x10, // mov rsi, [rax+16]
-  0x48,
-  0x8b,
-  0x50,
-  0x18, // mov rdx, [rax+24]
-  0x48,
-  0x8b,
-  0x48,
-  0x20, // mov rcx, [rax+32]
-  0x4c,
-  0x8b,
-  0x40,
-  0x28, // mov r8, [rax+40]
-  0x4c,
-  0x8b,
-  0x48,
-  0x30, // mov r9, [rax+48]
-  0xff,
-  0x20, // jmp [rax]
+  0x48, 0x89, 0xf8, //       mov rax, rdi
+  0x48, 0x8b, 0x78, 0x08, // mov rdi, [rax+8]
+  0x48, 0x8b, 0x70, 0x10, // mov rsi, [rax+16]
+  0x48, 0x8b, 0x50, 0x18, // mov rdx, [rax+24]
+  0x48, 0x8b, 0x48, 0x20, // mov rcx, [rax+32]
+  0x4c, 0x8b, 0x40, 0x28, // mov r8, [rax+40]
+  0x4c, 0x8b, 0x48, 0x30, // mov r9, [rax+48]
+  0xff, 0x20, //             jmp [rax]
 ];
 
 // ELF constants (elf.h)
@@ -66,7 +46,7 @@ const DT_NULL = 0, DT_HASH = 4, DT_STRTAB = 5, DT_SYMTAB = 6, DT_STRSZ = 10, DT_
 const STB_GLOBAL = 1, STT_FUNC = 2;
 const PAGE = 0x1000;
 
-// file layout: everything in the first 640 bytes; the dynamic section's page maps at PAGE
+// file layout: 576 bytes in all; the dynamic section's page maps at PAGE
 const EHDR = 64, PHDR = 56, PHNUM = 4;
 const CODE_AT = 0x140; // after the program headers (0x40 + 4 × 0x38)
 const SYMTAB_AT = 0x180; // two Elf64_Sym: the null symbol and ours
