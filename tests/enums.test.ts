@@ -17,6 +17,7 @@ import {
   CmEventType,
   ENUM_TABLES,
   enumName,
+  enumNamesByValue,
   EventType,
   eventTypeStr,
   flagNames,
@@ -30,6 +31,7 @@ import {
   PortState,
   portStateStr,
   PrivateDataLimits,
+  QpState,
   Rate,
   rateToMbps,
   RDMA_MAX_PRIVATE_DATA,
@@ -37,6 +39,7 @@ import {
   SendFlags,
   speedStr,
   transportTypeStr,
+  WcOpcode,
   WcStatus,
   wcStatusStr,
   widthStr,
@@ -254,6 +257,19 @@ test("enums: enumName and flagNames", () => {
   assert.deepEqual(flagNames(SendFlags, 0x102, "IBV_SEND_"), ["IBV_SEND_SIGNALED", "0x100"]);
   assert.deepEqual(flagNames(SendFlags, -0x80000000, "IBV_SEND_"), ["0x80000000"]);
   assert.deepEqual(flagNames(SendFlags, 2n, "IBV_SEND_"), ["IBV_SEND_SIGNALED"]);
+});
+
+test("enums: enumNamesByValue agrees with enumName for every value", () => {
+  for (
+    const [table, prefix] of [[WcStatus, "IBV_WC_"], [WcOpcode, "IBV_WC_"], [
+      QpState,
+      "IBV_QPS_",
+    ]] as const
+  ) {
+    const names = enumNamesByValue(table, prefix);
+    for (const v of Object.values(table)) assert.equal(names[v], enumName(table, v, prefix));
+    assert.equal(names.filter((n) => n !== undefined).length, new Set(Object.values(table)).size);
+  }
 });
 
 test("enums: the ibv_devinfo renderings", () => {

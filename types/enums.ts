@@ -41,6 +41,19 @@ export function enumName(table: EnumTable, value: number | bigint, cPrefix: stri
   return `<unknown ${value}>`;
 }
 
+/**
+ * The full C names of a table of small non-negative values, indexed by value (the first key
+ * of a value wins, as in {@link enumName}): a lookup table built in one pass.
+ */
+export function enumNamesByValue(
+  table: Readonly<Record<string, number>>,
+  cPrefix: string,
+): string[] {
+  const out: string[] = [];
+  for (const [k, v] of Object.entries(table)) out[v] ??= cPrefix + k;
+  return out;
+}
+
 function toBig(v: number | bigint): bigint {
   if (typeof v === "bigint") return v;
   if (!Number.isInteger(v)) return -1n;

@@ -8,7 +8,14 @@
 
 import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { enumName, QpAttrMask, QpState, QpType, SendFlags, type WrOpcode } from "../types/enums.ts";
+import {
+  enumNamesByValue,
+  QpAttrMask,
+  QpState,
+  QpType,
+  SendFlags,
+  type WrOpcode,
+} from "../types/enums.ts";
 import type { CompletionRecord } from "../poller/tracker.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
@@ -55,8 +62,7 @@ import { contextObjects, forgetObject, rememberObject } from "./_objects.ts";
 const QUERY_MASK = Object.values(QpAttrMask).reduce((m: number, b) => m | b, 0) &
   ~QpAttrMask.RATE_LIMIT;
 
-const STATE_NAMES: string[] = [];
-for (const v of Object.values(QpState)) STATE_NAMES[v] = enumName(QpState, v, "IBV_QPS_");
+const STATE_NAMES = enumNamesByValue(QpState, "IBV_QPS_");
 
 /**
  * The native QP a {@link QueuePair} wraps, however it was made (`ibv_create_qp`,

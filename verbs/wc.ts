@@ -7,18 +7,13 @@
 
 import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { enumName, WcFlags, WcOpcode, WcStatus, wcStatusStr } from "../types/enums.ts";
+import { enumNamesByValue, WcFlags, WcOpcode, WcStatus, wcStatusStr } from "../types/enums.ts";
 import { WorkCompletionError } from "../types/errors.ts";
 import type { Layouts } from "../types/layout.ts";
 import { getU64Number } from "../ffi/memory.ts";
 
-const names = (table: Record<string, number>, prefix: string): string[] => {
-  const out: string[] = [];
-  for (const v of Object.values(table)) out[v] = enumName(table, v, prefix);
-  return out;
-};
-const STATUS_NAMES = names(WcStatus, "IBV_WC_");
-const OPCODE_NAMES = names(WcOpcode, "IBV_WC_");
+const STATUS_NAMES = enumNamesByValue(WcStatus, "IBV_WC_");
+const OPCODE_NAMES = enumNamesByValue(WcOpcode, "IBV_WC_");
 
 /** A plain copy of one work completion. */
 export interface WorkCompletionData {
