@@ -313,8 +313,12 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
 
 const MFD_CLOEXEC = 1;
 
-/** Result types the trampoline is bound for (every prepared call of the verbs' hot paths). */
-const TRAMPOLINE_RESULTS = ["i32", "u32", "void", "pointer"] as const;
+/**
+ * Result types the trampoline takes: every prepared call of the verbs' hot paths, and the
+ * extended CQ's 8- and 16-bit readers (through the 32-bit binding, masked: the ABI leaves the
+ * register's upper bits to the callee).
+ */
+const TRAMPOLINE_RESULTS = ["i32", "u32", "void", "pointer", "u8", "u16"] as const;
 type TrampolineResult = typeof TRAMPOLINE_RESULTS[number];
 
 /** True when `spec` can go through the trampoline: integer or pointer arguments only. */
@@ -416,8 +420,12 @@ function trampolinePath(
         case "void":
           callVoid(block);
           return undefined as ReturnType<PreparedCall<S>["call"]>;
-        default:
+        case "pointer":
           return asPtr(callPointer(block)) as ReturnType<PreparedCall<S>["call"]>;
+        case "u8":
+          return (callU32(block) & 0xff) as ReturnType<PreparedCall<S>["call"]>;
+        default:
+          return (callU32(block) & 0xffff) as ReturnType<PreparedCall<S>["call"]>;
       }
     }
 

@@ -86,6 +86,12 @@ test(
       c: "int munmap(void *addr, size_t length)",
     } as const;
     assert.equal(n.fnPointer(sym(n, "munmap"), munmap)(m, 8192), 0);
+    // 8- and 16-bit results through the 32-bit binding: only the low bits count (htons leaves
+    // the upper half of eax as it found it, here 0xabcd)
+    const htons16 = { args: ["u32"], result: "u16", c: "uint16_t htons(uint16_t)" } as const;
+    assert.equal(n.fnPointer(sym(n, "htons"), htons16)(0xabcd1234), 0x3412);
+    const htons8 = { args: ["u32"], result: "u8", c: "uint16_t htons(uint16_t)" } as const;
+    assert.equal(n.fnPointer(sym(n, "htons"), htons8)(0xabcd1234), 0x12);
     // a 64-bit result is not one of the trampoline's: the call goes to libffi, with the same answer
     const labs = { args: ["i64"], result: "i64", c: "long labs(long j)" } as const;
     assert.equal(Number(n.fnPointer(sym(n, "labs"), labs)(-123456789012)), 123456789012);
