@@ -313,19 +313,23 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
 
 const MFD_CLOEXEC = 1;
 
-/**
- * Result types the trampoline takes: every prepared call of the verbs' hot paths, and the
- * extended CQ's 8- and 16-bit readers (through the 32-bit binding, masked: the ABI leaves the
- * register's upper bits to the callee).
- */
-const TRAMPOLINE_RESULTS = ["i32", "u32", "void", "pointer", "u8", "u16"] as const;
+/** Result types the trampoline is bound for (every prepared call of the verbs' hot paths). */
+const TRAMPOLINE_RESULTS = ["i32", "u32", "void", "pointer"] as const;
 type TrampolineResult = typeof TRAMPOLINE_RESULTS[number];
+
+/**
+ * 8- and 16-bit results (the extended CQ's `read_sl`, `read_dlid_path_bits`, `read_cvlan`) go
+ * through the `u32` binding and are masked: the ABI leaves the register's upper bits to the
+ * callee. A class of their own ({@link MaskedCall}), so the hot calls' `call()` stays as small.
+ */
+const NARROW_RESULTS: Readonly<Record<string, number>> = { u8: 0xff, u16: 0xffff };
 
 /** True when `spec` can go through the trampoline: integer or pointer arguments only. */
 function trampolineFits(spec: FunctionSpec): boolean {
   return spec.args.length <= TRAMPOLINE_MAX_ARGS &&
     spec.args.every((t) => t !== "f32" && t !== "f64") &&
-    (TRAMPOLINE_RESULTS as readonly CType[]).includes(spec.result);
+    ((TRAMPOLINE_RESULTS as readonly CType[]).includes(spec.result) ||
+      spec.result in NARROW_RESULTS);
 }
 
 /**
@@ -420,12 +424,8 @@ function trampolinePath(
         case "void":
           callVoid(block);
           return undefined as ReturnType<PreparedCall<S>["call"]>;
-        case "pointer":
-          return asPtr(callPointer(block)) as ReturnType<PreparedCall<S>["call"]>;
-        case "u8":
-          return (callU32(block) & 0xff) as ReturnType<PreparedCall<S>["call"]>;
         default:
-          return (callU32(block) & 0xffff) as ReturnType<PreparedCall<S>["call"]>;
+          return asPtr(callPointer(block)) as ReturnType<PreparedCall<S>["call"]>;
       }
     }
 
@@ -441,6 +441,40 @@ function trampolinePath(
     }
   }
 
+  /** A prepared call of a narrow result: the `u32` call, masked. */
+  class MaskedCall<S extends FunctionSpec> implements PreparedCall<S> {
+    readonly #inner: TrampolineCall<FunctionSpec>;
+    readonly #mask: number;
+
+    constructor(fn: NativePointer, spec: S, args: ArgValues<S["args"]>, counted: boolean) {
+      const wide = { ...spec, result: "u32" } as FunctionSpec;
+      this.#inner = new TrampolineCall(fn, wide, args as ArgValues<FunctionSpec["args"]>, counted);
+      this.#mask = NARROW_RESULTS[spec.result];
+    }
+
+    call(): ReturnType<PreparedCall<S>["call"]> {
+      return ((this.#inner.call() as number) & this.#mask) as ReturnType<PreparedCall<S>["call"]>;
+    }
+
+    setArg(index: number, value: ArgValues<S["args"]>[number]): void {
+      this.#inner.setArg(index, value as ArgValues<FunctionSpec["args"]>[number]);
+    }
+
+    free(): void {
+      this.#inner.free();
+    }
+  }
+
+  const make = <S extends FunctionSpec>(
+    fn: NativePointer,
+    spec: S,
+    args: ArgValues<S["args"]>,
+    counted: boolean,
+  ): PreparedCall<S> =>
+    spec.result in NARROW_RESULTS
+      ? new MaskedCall(fn, spec, args, counted)
+      : new TrampolineCall(fn, spec, args, counted);
+
   return {
     prepareCall<S extends FunctionSpec>(
       fn: NativePointer,
@@ -448,12 +482,12 @@ function trampolinePath(
       args: ArgValues<S["args"]>,
     ): PreparedCall<S> {
       return trampolineFits(spec)
-        ? new TrampolineCall(fn, spec, args, true)
+        ? make(fn, spec, args, true)
         : fallback().prepareCall(fn, spec, args);
     },
     fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
       return trampolineFits(spec)
-        ? throughPrepared(new TrampolineCall(fn, spec, zeros(spec), false), spec)
+        ? throughPrepared(make(fn, spec, zeros(spec), false), spec)
         : fallback().fnPointer(fn, spec);
     },
   };

@@ -92,6 +92,11 @@ test(
     assert.equal(n.fnPointer(sym(n, "htons"), htons16)(0xabcd1234), 0x3412);
     const htons8 = { args: ["u32"], result: "u8", c: "uint16_t htons(uint16_t)" } as const;
     assert.equal(n.fnPointer(sym(n, "htons"), htons8)(0xabcd1234), 0x12);
+    const prepared = n.prepareCall(sym(n, "htons"), htons8, [0xabcd1234]);
+    assert.equal(prepared.call(), 0x12);
+    prepared.setArg(0, 0x5678); // htons gives 0x7856
+    assert.equal(prepared.call(), 0x56);
+    prepared.free();
     // a 64-bit result is not one of the trampoline's: the call goes to libffi, with the same answer
     const labs = { args: ["i64"], result: "i64", c: "long labs(long j)" } as const;
     assert.equal(Number(n.fnPointer(sym(n, "labs"), labs)(-123456789012)), 123456789012);
