@@ -22,7 +22,7 @@ import { LIBC } from "../types/symbols/libc.ts";
 import { InvalidArgumentError, LibraryNotFoundError, RdmaError } from "../types/errors.ts";
 import { candidates, LIBRARIES, type LibraryInfo, type LibraryPaths } from "./library.ts";
 import { describe } from "../types/check.ts";
-import { costs, countCall, countedLibrary, COUNTING } from "./cost.ts";
+import { costs, costSlot, countCallAt, countedLibrary, COUNTING } from "./cost.ts";
 import { countBorn, countDied, countMemory } from "./census.ts";
 
 /** What a runtime backend must provide. */
@@ -233,12 +233,13 @@ function countedPrepareCall(prepare: Native["prepareCall"]): Native["prepareCall
   return (fn, spec, args) => {
     const p = prepare(fn, spec, args);
     const name = opName(spec);
+    const slot = costSlot(name);
     const polls = name === "poll_cq";
     const call = p.call;
     p.call = () => {
       const t = performance.now();
       const r = call.call(p);
-      countCall(name, performance.now() - t);
+      countCallAt(slot, performance.now() - t);
       if (polls && r === 0) costs.emptyPolls++;
       return r;
     };

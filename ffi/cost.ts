@@ -57,16 +57,12 @@ export interface CostCounts {
 
 /** The live counters (module-private to the library: the counting sites increment them). */
 export const costs: {
-  calls: Map<string, number>;
-  micros: Map<string, number>;
   emptyPolls: number;
   wakes: number;
   yields: number;
   timers: number;
   waits: number;
 } = {
-  calls: new Map(),
-  micros: new Map(),
   emptyPolls: 0,
   wakes: 0,
   yields: 0,
@@ -74,10 +70,35 @@ export const costs: {
   waits: 0,
 };
 
-/** Counts one FFI call of `name` that took `ms` milliseconds. */
-export function countCall(name: string, ms: number): void {
-  costs.calls.set(name, (costs.calls.get(name) ?? 0) + 1);
-  costs.micros.set(name, (costs.micros.get(name) ?? 0) + ms * 1000);
+// Calls and the µs in them, by slot: one slot per name, taken when a counted function is made.
+// Typed arrays, so that a count allocates nothing (a Map holding a fraction would box it on every
+// update, which the cost accounts' heap rows would then report as the library's).
+const slotOf = new Map<string, number>();
+const slotNames: string[] = [];
+let slotCalls = new Float64Array(32);
+let slotMicros = new Float64Array(32);
+
+/** The counter slot of FFI calls named `name` (made on first use), for {@link countCallAt}. */
+export function costSlot(name: string): number {
+  let slot = slotOf.get(name);
+  if (slot !== undefined) return slot;
+  slot = slotNames.length;
+  slotNames.push(name);
+  slotOf.set(name, slot);
+  if (slot === slotCalls.length) {
+    const calls = new Float64Array(slot * 2), micros = new Float64Array(slot * 2);
+    calls.set(slotCalls);
+    micros.set(slotMicros);
+    slotCalls = calls;
+    slotMicros = micros;
+  }
+  return slot;
+}
+
+/** Counts one FFI call of the slot's name that took `ms` milliseconds (allocates nothing). */
+export function countCallAt(slot: number, ms: number): void {
+  slotCalls[slot]++;
+  slotMicros[slot] += ms * 1000;
 }
 
 /**
@@ -88,10 +109,12 @@ export function costCounts(): CostCounts {
   const calls: Record<string, number> = {};
   const callMicros: Record<string, number> = {};
   let ffiCalls = 0;
-  for (const [k, v] of [...costs.calls].sort((a, b) => a[0] < b[0] ? -1 : 1)) {
-    calls[k] = v;
-    callMicros[k] = Math.round(costs.micros.get(k) ?? 0);
-    ffiCalls += v;
+  const slots = [...slotNames.keys()].filter((slot) => slotCalls[slot] > 0)
+    .sort((a, b) => slotNames[a] < slotNames[b] ? -1 : 1);
+  for (const slot of slots) {
+    calls[slotNames[slot]] = slotCalls[slot];
+    callMicros[slotNames[slot]] = Math.round(slotMicros[slot]);
+    ffiCalls += slotCalls[slot];
   }
   const { emptyPolls, wakes, yields, timers, waits } = costs;
   return { calls, callMicros, ffiCalls, emptyPolls, wakes, yields, timers, waits };
@@ -99,8 +122,8 @@ export function costCounts(): CostCounts {
 
 /** Sets every cost counter to zero. */
 export function resetCostCounts(): void {
-  costs.calls.clear();
-  costs.micros.clear();
+  slotCalls.fill(0);
+  slotMicros.fill(0);
   costs.emptyPolls =
     costs.wakes =
     costs.yields =
@@ -121,11 +144,12 @@ export function countedLibrary<L extends object>(lib: L): L {
       enumerable: true,
       get() {
         const f = (lib as Record<string, unknown>)[name];
+        const slot = costSlot(name);
         const v = typeof f === "function"
           ? (...args: unknown[]) => {
             const t = performance.now();
             const r = (f as (...a: unknown[]) => unknown)(...args);
-            countCall(name, performance.now() - t);
+            countCallAt(slot, performance.now() - t);
             return r;
           }
           : f;

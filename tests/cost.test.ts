@@ -1,0 +1,86 @@
+/**
+ * Operation cost counting (ffi/cost.ts), in a child process of the running runtime because
+ * counting is chosen when the library loads: with `RDMA_VERBS_COUNT=1` every FFI call is counted
+ * under its symbol (a prepared call under its op's name), without it nothing is; and in Deno a
+ * count allocates (next to) nothing, so that the bench's heap rows are the library's own.
+ */
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import process from "node:process";
+import { test } from "./harness.ts";
+
+const isBun = "Bun" in globalThis;
+
+interface Counted {
+  counting: boolean;
+  calls: Record<string, number>;
+  ffiCalls: number;
+  bytesPerCall: number | null;
+}
+
+/** Runs the probe with `RDMA_VERBS_COUNT` set to `count`. */
+function probe(count: "0" | "1"): Counted {
+  const dir = mkdtempSync(join(tmpdir(), "cost-"));
+  const file = join(dir, "probe.ts");
+  const native = new URL("../ffi/native.ts", import.meta.url).href;
+  const cost = new URL("../ffi/cost.ts", import.meta.url).href;
+  writeFileSync(
+    file,
+    `
+    import { native } from "${native}";
+    import { costCounts, COUNTING, resetCostCounts } from "${cost}";
+    const n = native();
+    const abs = n.libc.dlsym(n.libc.dlopen(null, 2), n.pointerOf(n.cstringBytes("abs")));
+    const p = n.prepareCall(abs, { args: ["i32"], result: "i32", c: "int abs(int j)" }, [-7]);
+    const loop = (k) => { let x = 0; for (let i = 0; i < k; i++) x += p.call() + n.libc.getpid(); return x; };
+    loop(20000);
+    resetCostCounts();
+    loop(1000);
+    const { calls, ffiCalls } = costCounts();
+    let bytesPerCall = null;
+    if (globalThis.gc && !("Bun" in globalThis)) {
+      globalThis.gc();
+      const h0 = Deno.memoryUsage().heapUsed;
+      loop(50000);
+      bytesPerCall = (Deno.memoryUsage().heapUsed - h0) / 100000;
+    }
+    console.log(JSON.stringify({ counting: COUNTING, calls, ffiCalls, bytesPerCall }));
+  `,
+  );
+  const args = isBun ? [file] : [
+    "run",
+    "-A",
+    "--v8-flags=--expose-gc,--min-semi-space-size=64,--max-semi-space-size=64",
+    file,
+  ];
+  try {
+    const r = spawnSync(process.execPath, args, {
+      encoding: "utf8",
+      timeout: 60_000,
+      env: { ...process.env, RDMA_VERBS_COUNT: count },
+    });
+    assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
+    return JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
+}
+
+test("cost counting: every FFI call counted by name with RDMA_VERBS_COUNT=1, none without", () => {
+  const on = probe("1");
+  assert.equal(on.counting, true);
+  assert.equal(on.calls.abs, 1000, JSON.stringify(on.calls)); // a prepared call, by its C name
+  assert.equal(on.calls.getpid, 1000, JSON.stringify(on.calls)); // a bound symbol
+  assert.equal(on.ffiCalls, 2000);
+  if (on.bytesPerCall !== null) {
+    // a Map holding the µs boxed each update: 18 bytes per call before the typed counters
+    assert.ok(on.bytesPerCall < 8, `${on.bytesPerCall} heap bytes per counted call`);
+  }
+  const off = probe("0");
+  assert.equal(off.counting, false);
+  assert.deepEqual(off.calls, {});
+  assert.equal(off.ffiCalls, 0);
+});
