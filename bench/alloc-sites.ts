@@ -7,6 +7,7 @@
  * - `empty`: `tryRead` with nothing to read (one CQ poll);
  * - `pair`: `tryWrite(64 B)` + `tryRead` until the 64 B arrived (the synchronous API);
  * - `promise`: `await write(64 B)` + `await read(p, { min: 64 })` (the caller's own awaits included);
+ * - `promise64k`: the same with 64 KiB (a read that may have to wait for the rest);
  * - `cycle`: one whole connection (connect and accept, 4 KiB each way, close both and await their
  *   release): what a connection costs the JS heap (200 rounds after 50).
  *
@@ -18,7 +19,7 @@
  *
  * Options: --warm N (default 40000: the guest's optimizing compiler needs thousands of rounds),
  * --rounds N (default 3000), --address IP (default $RDMA_GUEST_IP), --top N (default 6),
- * --loops a,b (default all four), --survivors (count only what outlived a young-generation
+ * --loops a,b (default all five), --survivors (count only what outlived a young-generation
  * collection: what makes V8 grow its young generation and fills the old one).
  *
  * @module
@@ -37,7 +38,7 @@ const address = arg("address", process.env.RDMA_GUEST_IP ?? "");
 const WARM = Number(arg("warm", "40000"));
 const ROUNDS = Number(arg("rounds", "3000"));
 const TOP = Number(arg("top", "6"));
-const LOOPS = arg("loops", "empty,pair,promise,cycle").split(",");
+const LOOPS = arg("loops", "empty,pair,promise,promise64k,cycle").split(",");
 const SURVIVORS = process.argv.includes("--survivors");
 
 interface ProfileNode {
@@ -81,6 +82,9 @@ function loops(a: RdmaConn, b: RdmaConn): Record<string, Loop> {
   const src = new Uint8Array(64);
   const dst = new Uint8Array(64);
   const min = { min: 64 };
+  const src64k = new Uint8Array(65536);
+  const dst64k = new Uint8Array(65536);
+  const min64k = { min: 65536 };
   return {
     empty: (n) => {
       for (let i = 0; i < n; i++) b.tryRead(dst);
@@ -98,6 +102,12 @@ function loops(a: RdmaConn, b: RdmaConn): Record<string, Loop> {
       for (let i = 0; i < n; i++) {
         await a.write(src);
         await b.read(dst, min);
+      }
+    },
+    promise64k: async (n) => {
+      for (let i = 0; i < n; i++) {
+        await a.write(src64k);
+        await b.read(dst64k, min64k);
       }
     },
   };
