@@ -20,12 +20,13 @@
  *
  * Environment: RDMA_DEVICE, RDMA_GID_INDEX, RDMA_GUEST_IP (set by scripts/softroce-vm).
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { release } from "node:os";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import process from "node:process";
 import { parseArgs } from "node:util";
+import { type ChildRun, runChild } from "./child.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const { values: opts } = parseArgs({
@@ -144,39 +145,6 @@ function argv(impl: Impl, tool: string, args: string[]): string[] {
   return [bun, file, ...args];
 }
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(
-  cmd: string[],
-  timeoutMs: number,
-  extraEnv?: Record<string, string>,
-): { child: ChildProcess; done: Promise<Run> } {
-  const child = spawn(cmd[0], cmd.slice(1), {
-    cwd: ROOT,
-    stdio: ["ignore", "pipe", "pipe"],
-    env: extraEnv ? { ...env, ...extraEnv } : undefined,
-  });
-  let stdout = "", stderr = "";
-  child.stdout!.on("data", (d) => (stdout += d));
-  child.stderr!.on("data", (d) => (stderr += d));
-  const done = new Promise<Run>((resolve) => {
-    const t = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.on("close", (code) => {
-      clearTimeout(t);
-      resolve({ code, stdout, stderr });
-    });
-    child.on("error", (e) => {
-      clearTimeout(t);
-      resolve({ code: -1, stdout, stderr: stderr + e.message });
-    });
-  });
-  return { child, done };
-}
-
 let port = 18515 + Math.floor(Math.random() * 2000);
 
 /** The first numeric row under perftest's header, as numbers. */
@@ -202,18 +170,19 @@ function value(w: Workload, r: number[]): number {
 
 /** What one run of a pair printed. */
 interface PairRun {
-  client: Run | null;
-  server: Run;
+  client: ChildRun | null;
+  server: ChildRun;
 }
 
 /** Runs one server/client pair of `impl` (with `extraEnv` in both). */
 async function runPair(impl: Impl, w: Workload, extraEnv?: Record<string, string>) {
   const p = String(port++);
-  const server = run(argv(impl, w.tool, [...w.args, "-p", p]), 180_000, extraEnv);
+  const options = { timeoutMs: 180_000, env: extraEnv, cwd: ROOT };
+  const server = runChild(argv(impl, w.tool, [...w.args, "-p", p]), options);
   await new Promise((r) => setTimeout(r, impl === "C" ? 300 : 2500));
-  let client: Run | null = null;
+  let client: ChildRun | null = null;
   for (let attempt = 0; attempt < 20 && (client === null || client.code !== 0); attempt++) {
-    client = await run(argv(impl, w.tool, [...w.args, "-p", p, host]), 180_000, extraEnv).done;
+    client = await runChild(argv(impl, w.tool, [...w.args, "-p", p, host]), options).done;
     if (client.code === 0) break;
     if (!/connect|refused|Couldn't/i.test(client.stderr + client.stdout)) break;
     await new Promise((r) => setTimeout(r, 500));
@@ -340,7 +309,7 @@ const PERFTEST: Record<string, string> = {
 };
 
 /** One `cost {...}` line a tool printed on stderr (RDMA_VERBS_COUNT=1), or null. */
-function costOf(r: Run | null): Record<string, unknown> | null {
+function costOf(r: ChildRun | null): Record<string, unknown> | null {
   const l = r?.stderr.split("\n").find((x) => x.startsWith("cost "));
   return l ? JSON.parse(l.slice(5)).perIteration : null;
 }

@@ -35,18 +35,19 @@
  * empty polls, poller wake-ups, waits), beside what rsocket's `riowrite` and perftest make per
  * 1 MiB, read from their source. Its times are not used: counting slows the calls.
  *
- * Options: --rounds N (default 3), --mib N (default 64), --long N (default 4; 0: no long row),
- * --warm-seconds S (default 12),
- * --address IP (default $RDMA_GUEST_IP), --device NAME (default $RDMA_DEVICE or rxe0), --gid N
- * (default $RDMA_GID_INDEX or 1).
+ * Options: --rounds N (default 3), --mib N (default 64; perftest takes 5 or more), --long N
+ * (default 4; 0: no long row), --warm-seconds S (default 12), --address IP (default
+ * $RDMA_GUEST_IP), --device NAME (default $RDMA_DEVICE or rxe0), --gid N (default
+ * $RDMA_GID_INDEX or 1).
  */
 
 import process from "node:process";
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { connect, listen, type RdmaConn } from "../stream/mod.ts";
 import { COST_COUNTING, resetCostCounts } from "../mod.ts";
 import { costLine, costsPerOperation } from "./cost-per-op.ts";
 import { warmUp } from "./warm-up.ts";
+import { type Child, type ChildRun, runChild } from "./child.ts";
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -199,39 +200,6 @@ const C_REFERENCE: Record<string, string> = {
 
 // ------------------------------------------------------------------ running pairs
 
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(
-  argv: string[],
-  timeoutMs = 300_000,
-  extraEnv: Record<string, string> = {},
-): { child: ChildProcess; done: Promise<Ran>; stdout: () => string } {
-  const child = spawn(argv[0], argv.slice(1), {
-    cwd: ROOT,
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...env, ...extraEnv },
-  });
-  let stdout = "", stderr = "";
-  child.stdout!.on("data", (d) => (stdout += d));
-  child.stderr!.on("data", (d) => (stderr += d));
-  const done = new Promise<Ran>((resolve) => {
-    const t = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.on("close", (code) => {
-      clearTimeout(t);
-      resolve({ code, stdout, stderr });
-    });
-    child.on("error", (e) => {
-      clearTimeout(t);
-      resolve({ code: -1, stdout, stderr: stderr + e.message });
-    });
-  });
-  return { child, done, stdout: () => stdout };
-}
-
 function ours(file: string, args: string[]): string[] {
   return isBun
     ? [process.execPath, file, ...args]
@@ -254,9 +222,9 @@ async function pairRun(
   serverArgv: (port: string) => string[],
   clientArgv: (port: string) => string[],
   wait: "cm" | "tcp",
-): Promise<{ client: Ran; server: Ran } | null> {
+): Promise<{ client: ChildRun; server: ChildRun } | null> {
   const p = String(nextPort++);
-  const srv = run(serverArgv(p));
+  const srv = runChild(serverArgv(p), { cwd: ROOT });
   let srvEnded = false;
   srv.done.then(() => (srvEnded = true));
   if (wait === "cm") {
@@ -265,11 +233,11 @@ async function pairRun(
       await new Promise((r) => setTimeout(r, 100));
     }
   } else await new Promise((r) => setTimeout(r, 500));
-  let cl = await run(clientArgv(p)).done;
+  let cl = await runChild(clientArgv(p), { cwd: ROOT }).done;
   // perftest's server listens on TCP first: retry a refused client briefly
   for (let i = 0; wait === "tcp" && cl.code !== 0 && !srvEnded && i < 20; i++) {
     await new Promise((r) => setTimeout(r, 500));
-    cl = await run(clientArgv(p)).done;
+    cl = await runChild(clientArgv(p), { cwd: ROOT }).done;
   }
   const s = await srv.done;
   if (cl.code !== 0 || s.code !== 0) {
@@ -278,7 +246,7 @@ async function pairRun(
         s.stderr.slice(-400)
       }`,
     );
-    srv.child.kill("SIGKILL");
+    srv.kill();
     return null;
   }
   return { client: cl, server: s };
@@ -335,10 +303,9 @@ async function oursOneWay(counting = false): Promise<
   { rates: Record<string, number>; costs: Record<string, string> } | null
 > {
   const countEnv: Record<string, string> = counting ? { RDMA_VERBS_COUNT: "1" } : {};
-  const srv = run(
+  const srv: Child = runChild(
     ours(self, ["--role", "server", "--address", address, "--mib", String(MIB)]),
-    300_000,
-    countEnv,
+    { cwd: ROOT, env: countEnv },
   );
   const end = Date.now() + 60_000;
   let port = 0;
@@ -350,11 +317,11 @@ async function oursOneWay(counting = false): Promise<
     else await sleep(100);
   }
   if (port === 0) {
-    srv.child.kill("SIGKILL");
+    srv.kill();
     console.error(`bench: our server did not start: ${(await srv.done).stderr.slice(-400)}`);
     return null;
   }
-  const cl = await run(
+  const cl = await runChild(
     ours(self, [
       "--role",
       "client",
@@ -366,8 +333,7 @@ async function oursOneWay(counting = false): Promise<
       "--warm-seconds",
       String(WARM_SECONDS),
     ]),
-    300_000,
-    countEnv,
+    { cwd: ROOT, env: countEnv },
   ).done;
   const s = await srv.done;
   if (cl.code !== 0 || s.code !== 0) {

@@ -33,12 +33,13 @@
  */
 
 import process from "node:process";
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import net from "node:net";
 import { connect, listen, type RdmaConn } from "../stream/mod.ts";
 import { COST_COUNTING, resetCostCounts } from "../mod.ts";
 import { type CostPerOp, costsPerOperation } from "./cost-per-op.ts";
 import { warmUp } from "./warm-up.ts";
+import { runChild } from "./child.ts";
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -447,39 +448,8 @@ async function role(name: string): Promise<void> {
 
 // ------------------------------------------------------------------------------- the driver
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(
-  argv: string[],
-  onLine?: (line: string) => void,
-  env?: Record<string, string>,
-): { done: Promise<Run>; kill(): void } {
-  const child = spawn(argv[0], argv.slice(1), {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: env ? { ...process.env, ...env } : undefined,
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout!.on("data", (d) => {
-    stdout += d;
-    if (onLine) { for (const l of String(d).split("\n")) if (l) onLine(l); }
-  });
-  child.stderr!.on("data", (d) => (stderr += d));
-  const timer = setTimeout(() => child.kill("SIGKILL"), 600_000);
-  return {
-    done: new Promise((resolve) =>
-      child.on("close", (code) => {
-        clearTimeout(timer);
-        resolve({ code, stdout, stderr });
-      })
-    ),
-    kill: () => child.kill("SIGKILL"),
-  };
-}
+/** Children of this bench are killed after 10 minutes. */
+const LONG = { timeoutMs: 600_000 };
 
 async function cmListening(port: number): Promise<void> {
   for (let i = 0; i < 300; i++) {
@@ -515,9 +485,13 @@ async function measureCost(kind: Kind, what: "lat" | "bw", ops: number): Promise
   const env = { RDMA_VERBS_COUNT: "1" };
   let ready!: () => void;
   const listening = new Promise<void>((r) => (ready = r));
-  const server = run(meCounting(["--role", "cost-server", ...common]), (l) => {
-    if (l === "listening") ready();
-  }, env);
+  const server = runChild(meCounting(["--role", "cost-server", ...common]), {
+    timeoutMs: 600_000,
+    env,
+    onLine: (l) => {
+      if (l === "listening") ready();
+    },
+  });
   await Promise.race([
     listening,
     server.done.then((r) => {
@@ -525,7 +499,10 @@ async function measureCost(kind: Kind, what: "lat" | "bw", ops: number): Promise
     }),
   ]);
   await cmListening(port);
-  const client = await run(meCounting(["--role", "cost-client", ...common]), undefined, env).done;
+  const client = await runChild(meCounting(["--role", "cost-client", ...common]), {
+    timeoutMs: 600_000,
+    env,
+  }).done;
   const s = await server.done;
   const lines = [s, client].map((r) => r.stdout.split("\n").find((l) => l.startsWith("cost ")));
   if (client.code !== 0 || lines.some((l) => !l)) {
@@ -648,9 +625,9 @@ async function measure(kind: Kind, s: Shape): Promise<Measured> {
       String(s.iters),
     ];
     if (kind.endsWith("-T b")) shape.push("-T", "b");
-    const server = run(["rstream", "-b", address, ...shape]);
+    const server = runChild(["rstream", "-b", address, ...shape], LONG);
     await cmListening(port);
-    const client = await run(["rstream", "-s", address, ...shape]).done;
+    const client = await runChild(["rstream", "-s", address, ...shape], LONG).done;
     await server.done;
     const line = client.stdout.split("\n").find((l) => l.startsWith("custom"));
     if (client.code !== 0 || !line) {
@@ -663,7 +640,10 @@ async function measure(kind: Kind, s: Shape): Promise<Measured> {
   if (kind === "ours spin") common.push("--spin", "1000");
   let ready!: () => void;
   const listening = new Promise<void>((r) => (ready = r));
-  const server = run(me(["--role", roles[0], ...common]), (l) => l === "listening" && ready());
+  const server = runChild(me(["--role", roles[0], ...common]), {
+    ...LONG,
+    onLine: (l) => l === "listening" && ready(),
+  });
   await Promise.race([
     listening,
     server.done.then((r) => {
@@ -671,7 +651,7 @@ async function measure(kind: Kind, s: Shape): Promise<Measured> {
     }),
   ]);
   if (kind !== "TCP") await cmListening(port);
-  const client = await run(me(["--role", roles[1], ...common])).done;
+  const client = await runChild(me(["--role", roles[1], ...common]), LONG).done;
   server.kill();
   await server.done;
   const json = client.stdout.split("\n").find((l) => l.startsWith("{"));
@@ -752,7 +732,7 @@ async function main(): Promise<void> {
     "--address",
     address,
   ];
-  const alloc = await run(allocArgv).done;
+  const alloc = await runChild(allocArgv, LONG).done;
   const allocJson = alloc.stdout.split("\n").find((l) => l.startsWith("{"));
   console.log("\nmedians:");
   for (const k of kinds) {
