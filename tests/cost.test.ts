@@ -42,6 +42,11 @@ function probe(count: "0" | "1"): Counted {
     const { calls, ffiCalls } = costCounts();
     let bytesPerCall = null;
     if (globalThis.gc && !("Bun" in globalThis)) {
+      // optimized code first (unoptimized code boxes every fraction): a long warm-up, a pause for
+      // the compiler's background threads, and more rounds for the optimized code to be installed
+      loop(100000);
+      await new Promise((r) => setTimeout(r, 100));
+      loop(20000);
       globalThis.gc();
       const h0 = Deno.memoryUsage().heapUsed;
       loop(50000);
