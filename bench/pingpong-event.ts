@@ -9,7 +9,10 @@
  * processes of this runtime ping-ponging with each poller strategy (`event`, `adaptive`,
  * `busy`), in interleaved rounds, and prints the median µs per round trip and the ratios to C.
  * `sync` is the floor of the `busy` row: the same loop calling `cq.poll()` until it finds
- * completions, with no promise and no poller (what the runtime itself costs per round trip).
+ * completions, with no poller, awaiting the count as `busy`'s caller awaits its promise (what the
+ * runtime itself costs per round trip). Without that await the whole run is one frame that never
+ * suspends, and Deno compiles it about 30 % slower than the same loop with a microtask per round
+ * trip (bench/results/2026-11-29-pingpong-inline.md).
  * Sends go inline when the QP takes the size, as the C tool's do.
  *
  * Options: --iters N (default 1000), --size BYTES (default 4096), --spin MICROS (the adaptive
@@ -52,7 +55,7 @@ const isBun = "Bun" in globalThis;
 const self = new URL(import.meta.url).pathname;
 const runtimeArgs = (extra: string[]) => isBun ? [self, ...extra] : ["run", "-A", self, ...extra];
 
-/** A poller strategy, or `sync`: `cq.poll()` in a loop, no promise (the floor of `busy`). */
+/** A poller strategy, or `sync`: `cq.poll()` in a loop, no poller (the floor of `busy`). */
 type Mode = Strategy | "sync";
 
 interface Info {
@@ -113,7 +116,7 @@ async function side(
     pending = RECV_WRID | SEND_WRID;
   }
   while (rcnt < total || scnt < total) {
-    const got = strategy === "sync" ? spin60s(cq) : await awaitCompletions(cq, options);
+    const got = strategy === "sync" ? await spin60s(cq) : await awaitCompletions(cq, options);
     for (let i = 0; i < got; i++) {
       const wc = cq.completion(i);
       if (wc.status !== WcStatus.SUCCESS) throw new Error(`completion failed: ${wc.statusName}`);
