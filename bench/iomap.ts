@@ -59,6 +59,8 @@ const runtime = isBun ? "bun" : "deno";
 const self = new URL(import.meta.url).pathname;
 const ROOT = new URL("../", import.meta.url).pathname;
 const env = process.env;
+/** Children run from the package's root. */
+const AT_ROOT = { cwd: ROOT };
 const address = arg("address", env.RDMA_GUEST_IP || env.RDMA_ADDR || "");
 const device = arg("device", env.RDMA_DEVICE || "rxe0");
 const gid = arg("gid", env.RDMA_GID_INDEX || "1");
@@ -224,7 +226,7 @@ async function pairRun(
   wait: "cm" | "tcp",
 ): Promise<{ client: ChildRun; server: ChildRun } | null> {
   const p = String(nextPort++);
-  const srv = runChild(serverArgv(p), { cwd: ROOT });
+  const srv = runChild(serverArgv(p), AT_ROOT);
   let srvEnded = false;
   srv.done.then(() => (srvEnded = true));
   if (wait === "cm") {
@@ -233,11 +235,11 @@ async function pairRun(
       await new Promise((r) => setTimeout(r, 100));
     }
   } else await new Promise((r) => setTimeout(r, 500));
-  let cl = await runChild(clientArgv(p), { cwd: ROOT }).done;
+  let cl = await runChild(clientArgv(p), AT_ROOT).done;
   // perftest's server listens on TCP first: retry a refused client briefly
   for (let i = 0; wait === "tcp" && cl.code !== 0 && !srvEnded && i < 20; i++) {
     await new Promise((r) => setTimeout(r, 500));
-    cl = await runChild(clientArgv(p), { cwd: ROOT }).done;
+    cl = await runChild(clientArgv(p), AT_ROOT).done;
   }
   const s = await srv.done;
   if (cl.code !== 0 || s.code !== 0) {
@@ -305,7 +307,7 @@ async function oursOneWay(counting = false): Promise<
   const countEnv: Record<string, string> = counting ? { RDMA_VERBS_COUNT: "1" } : {};
   const srv: Child = runChild(
     ours(self, ["--role", "server", "--address", address, "--mib", String(MIB)]),
-    { cwd: ROOT, env: countEnv },
+    { ...AT_ROOT, env: countEnv },
   );
   const end = Date.now() + 60_000;
   let port = 0;
@@ -333,7 +335,7 @@ async function oursOneWay(counting = false): Promise<
       "--warm-seconds",
       String(WARM_SECONDS),
     ]),
-    { cwd: ROOT, env: countEnv },
+    { ...AT_ROOT, env: countEnv },
   ).done;
   const s = await srv.done;
   if (cl.code !== 0 || s.code !== 0) {

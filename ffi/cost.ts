@@ -132,6 +132,17 @@ export function resetCostCounts(): void {
       0;
 }
 
+/** `f`, counting each call under `name` (its slot taken once, here). */
+function timedCall(f: (...a: unknown[]) => unknown, name: string): (...a: unknown[]) => unknown {
+  const slot = costSlot(name);
+  return (...args: unknown[]) => {
+    const t = performance.now();
+    const r = f(...args);
+    countCallAt(slot, performance.now() - t);
+    return r;
+  };
+}
+
 /**
  * Wraps every function of a bound library so that each call is counted under its name; each
  * function is taken from `lib` on its first use (a loader may bind symbols lazily).
@@ -144,15 +155,7 @@ export function countedLibrary<L extends object>(lib: L): L {
       enumerable: true,
       get() {
         const f = (lib as Record<string, unknown>)[name];
-        const slot = costSlot(name);
-        const v = typeof f === "function"
-          ? (...args: unknown[]) => {
-            const t = performance.now();
-            const r = (f as (...a: unknown[]) => unknown)(...args);
-            countCallAt(slot, performance.now() - t);
-            return r;
-          }
-          : f;
+        const v = typeof f === "function" ? timedCall(f as (...a: unknown[]) => unknown, name) : f;
         Object.defineProperty(out, name, { value: v, enumerable: true });
         return v;
       },
