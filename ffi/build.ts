@@ -22,7 +22,7 @@ import { LIBC } from "../types/symbols/libc.ts";
 import { InvalidArgumentError, LibraryNotFoundError, RdmaError } from "../types/errors.ts";
 import { candidates, LIBRARIES, type LibraryInfo, type LibraryPaths } from "./library.ts";
 import { describe } from "../types/check.ts";
-import { costs, costSlot, countCallAt, countedLibrary, COUNTING } from "./cost.ts";
+import { costs, costSlot, countCallAt, countedLibrary, COUNTING, timedCall } from "./cost.ts";
 import { countBorn, countDied, countMemory } from "./census.ts";
 
 /** What a runtime backend must provide. */
@@ -40,6 +40,11 @@ export interface Backend {
   arrayBuffer(p: NativePointer, byteLength: number): ArrayBuffer;
   readPointer(p: NativePointer, offset: number): Pointer;
   cstring(p: NativePointer, offset: number): string;
+  /**
+   * A copy between typed arrays that makes no view, with the ranges already checked (Deno: the
+   * trampoline's), or null where there is none; asked once, at the first {@link Native.copy}.
+   */
+  viewFreeCopy?(native: Native, paths: LibraryPaths): CopyBytes | null;
   /** Binds function-pointer calling once libc is available; returns the path used. */
   functionPointers(
     native: Native,
@@ -66,6 +71,45 @@ function openWithHint<T extends SymbolTable>(
 }
 
 const encoder = new TextEncoder();
+
+/** {@link Native.copy}'s signature. */
+export type CopyBytes = Native["copy"];
+
+/** True when `[at, at + n)` lies inside an array of `length` bytes (integers only). */
+function rangeFits(at: number, n: number, length: number): boolean {
+  return Number.isInteger(at) && Number.isInteger(n) && at >= 0 && n >= 0 && at + n <= length;
+}
+
+/** The error for a copy whose range does not fit (one message for every {@link CopyBytes}). */
+export function copyRangeError(
+  dst: Uint8Array,
+  dstOffset: number,
+  src: Uint8Array,
+  srcOffset: number,
+  n: number,
+): InvalidArgumentError {
+  return new InvalidArgumentError(
+    `copy: ${describe(n)} bytes from offset ${describe(srcOffset)} of ${src.length} to offset ` +
+      `${describe(dstOffset)} of ${dst.length} do not fit`,
+  );
+}
+
+/** {@link Native.copy} with `TypedArray.set` (a `subarray` view when part of `src` is copied). */
+function copyBySet(
+  dst: Uint8Array,
+  dstOffset: number,
+  src: Uint8Array,
+  srcOffset: number,
+  n: number,
+): void {
+  if (!rangeFits(dstOffset, n, dst.length) || !rangeFits(srcOffset, n, src.length)) {
+    throw copyRangeError(dst, dstOffset, src, srcOffset, n);
+  }
+  dst.set(
+    srcOffset === 0 && n === src.length ? src : src.subarray(srcOffset, srcOffset + n),
+    dstOffset,
+  );
+}
 
 /** Assembles the Native object; libraries open lazily on first use. */
 export function buildNative(backend: Backend, paths: LibraryPaths): Native {
@@ -106,6 +150,12 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
     offset: backend.offset,
     pointerOf: backend.pointerOf,
     arrayBuffer: backend.arrayBuffer,
+    // the backend's view-free copy is looked for at the first copy (Deno loads the trampoline)
+    copy(dst, dstOffset, src, srcOffset, n) {
+      const c = backend.viewFreeCopy?.(native, paths) ?? copyBySet;
+      native.copy = COUNTING && c !== copyBySet ? timedCall(c, "memmove") as CopyBytes : c;
+      native.copy(dst, dstOffset, src, srcOffset, n);
+    },
     readPointer: backend.readPointer,
     writePointer(p, offset, value) {
       new DataView(backend.arrayBuffer(p, offset + 8)).setBigUint64(

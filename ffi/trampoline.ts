@@ -1,5 +1,5 @@
 /**
- * A shared object, built in memory, that exports one function: `rdma_verbs_call(block)` loads a
+ * A shared object, built in memory, that exports two functions. `rdma_verbs_call(block)` loads a
  * function pointer and up to {@link TRAMPOLINE_MAX_ARGS} integer or pointer arguments from
  * `block` (8-byte slots: the function, then the arguments) into the argument registers and jumps
  * to the function, whose return value is then the trampoline's. Deno can call an exported symbol
@@ -8,6 +8,11 @@
  * `ffi_call` (which classifies and copies the arguments again on every call). x86-64 only; other
  * machines keep libffi.
  *
+ * `rdma_verbs_copy(dst, dstOffset, src, srcOffset, n, move)` tail-calls `move(dst + dstOffset,
+ * src + srcOffset, n)` (libc's `memmove`; the offsets and `n` are 32-bit): bound with typed-array
+ * parameters, it copies part of one array into another in one fast call, where `TypedArray.set`
+ * takes a part only as a new `subarray` view.
+ *
  * The image is a minimal ELF64 `ET_DYN`: one read+execute segment (headers, code, symbol table,
  * string table, SysV hash) and one read+write segment holding the dynamic section (older dynamic
  * loaders relocate its entries in place), no relocations, no section headers.
@@ -15,8 +20,11 @@
  * @module
  */
 
-/** The exported symbol. */
+/** The exported call symbol. */
 export const TRAMPOLINE_SYMBOL = "rdma_verbs_call";
+
+/** The exported copy symbol. */
+export const TRAMPOLINE_COPY_SYMBOL = "rdma_verbs_copy";
 
 /** Integer or pointer arguments the trampoline passes (the registers of the System V ABI). */
 export const TRAMPOLINE_MAX_ARGS = 6;
@@ -37,6 +45,18 @@ const X86_64_CODE = [
   0xff, 0x20, //             jmp [rax]
 ];
 
+// the offsets and the count are 32-bit (V8's fast calls take no 64-bit integer): zero-extended
+// mov esi, esi; add rdi, rsi; mov ecx, ecx; lea rsi, [rdx + rcx]; mov edx, r8d; jmp r9
+// deno-fmt-ignore
+const X86_64_COPY = [
+  0x89, 0xf6, //             mov esi, esi
+  0x48, 0x01, 0xf7, //       add rdi, rsi
+  0x89, 0xc9, //             mov ecx, ecx
+  0x48, 0x8d, 0x34, 0x0a, // lea rsi, [rdx+rcx]
+  0x44, 0x89, 0xc2, //       mov edx, r8d
+  0x41, 0xff, 0xe1, //       jmp r9
+];
+
 // ELF constants (elf.h)
 const EM_X86_64 = 62;
 const ET_DYN = 3;
@@ -46,13 +66,14 @@ const DT_NULL = 0, DT_HASH = 4, DT_STRTAB = 5, DT_SYMTAB = 6, DT_STRSZ = 10, DT_
 const STB_GLOBAL = 1, STT_FUNC = 2;
 const PAGE = 0x1000;
 
-// file layout: 576 bytes in all; the dynamic section's page maps at PAGE
+// file layout: 616 bytes in all; the dynamic section's page maps at PAGE
 const EHDR = 64, PHDR = 56, PHNUM = 4;
 const CODE_AT = 0x140; // after the program headers (0x40 + 4 × 0x38)
-const SYMTAB_AT = 0x180; // two Elf64_Sym: the null symbol and ours
-const STRTAB_AT = 0x1b0;
-const HASH_AT = 0x1c8;
-const DYNAMIC_AT = 0x1e0; // six Elf64_Dyn
+const COPY_AT = 0x160;
+const SYMTAB_AT = 0x180; // three Elf64_Sym: the null symbol and ours
+const STRTAB_AT = 0x1c8;
+const HASH_AT = 0x1f0;
+const DYNAMIC_AT = 0x208; // six Elf64_Dyn
 const DYNAMIC_BYTES = 6 * 16;
 const IMAGE_BYTES = DYNAMIC_AT + DYNAMIC_BYTES;
 
@@ -101,26 +122,33 @@ export function trampolineImage(arch: string): Uint8Array | null {
   phdr(3, PT_GNU_STACK, PF_R | PF_W, 0, 0, 0);
 
   image.set(X86_64_CODE, CODE_AT);
+  image.set(X86_64_COPY, COPY_AT);
 
-  // Elf64_Sym[1]: name, info, other, shndx, value, size (a section index other than SHN_UNDEF
-  // and SHN_ABS, so that the loader adds the load address)
-  const sym = SYMTAB_AT + 24;
-  u32(sym, 1);
-  image[sym + 4] = (STB_GLOBAL << 4) | STT_FUNC;
-  u16(sym + 6, 1);
-  u64(sym + 8, CODE_AT);
-  u64(sym + 16, X86_64_CODE.length);
+  // Elf64_Sym[1..2]: name, info, other, shndx, value, size (a section index other than SHN_UNDEF
+  // and SHN_ABS, so that the loader adds the load address); names in "\0call\0copy\0"
+  const encoder = new TextEncoder();
+  let strsz = 1;
+  const symbol = (i: number, name: string, at: number, size: number) => {
+    const sym = SYMTAB_AT + 24 * i;
+    u32(sym, strsz);
+    image[sym + 4] = (STB_GLOBAL << 4) | STT_FUNC;
+    u16(sym + 6, 1);
+    u64(sym + 8, at);
+    u64(sym + 16, size);
+    const bytes = encoder.encode(name);
+    image.set(bytes, STRTAB_AT + strsz);
+    strsz += bytes.length + 1;
+  };
+  symbol(1, TRAMPOLINE_SYMBOL, CODE_AT, X86_64_CODE.length);
+  symbol(2, TRAMPOLINE_COPY_SYMBOL, COPY_AT, X86_64_COPY.length);
 
-  const name = new TextEncoder().encode(TRAMPOLINE_SYMBOL);
-  image.set(name, STRTAB_AT + 1); // "\0rdma_verbs_call\0"
-  const strsz = name.length + 2;
-
-  // SysV hash: one bucket holding symbol 1, whose chain ends
+  // SysV hash: one bucket holding symbol 1, chained to symbol 2, whose chain ends
   u32(HASH_AT, 1); // nbucket
-  u32(HASH_AT + 4, 2); // nchain (= number of symbols)
+  u32(HASH_AT + 4, 3); // nchain (= number of symbols)
   u32(HASH_AT + 8, 1); // bucket[0]
   u32(HASH_AT + 12, 0); // chain[0]
-  u32(HASH_AT + 16, 0); // chain[1]
+  u32(HASH_AT + 16, 2); // chain[1]
+  u32(HASH_AT + 20, 0); // chain[2]
 
   const dyn: [number, number][] = [
     [DT_HASH, HASH_AT],

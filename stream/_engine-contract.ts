@@ -226,6 +226,11 @@ export interface StreamTransport {
    * must stand for a posted receive) and after the initial receives.
    */
   postReceives(): void;
+  /**
+   * Copies `n` bytes (more than 64) from `src[from..]` to `dst[to..]`, between a caller's array
+   * and the rings, without allocating (the verbs transport: `Native.copy`).
+   */
+  copy(dst: Uint8Array, to: number, src: Uint8Array, from: number, n: number): void;
 }
 
 /**

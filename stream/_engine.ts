@@ -68,17 +68,6 @@ import {
 } from "./_engine-contract.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 
-/** Copies `n` bytes; small and whole-array copies make no view (larger partial ones make one). */
-function copy(src: Uint8Array, from: number, dst: Uint8Array, to: number, n: number): void {
-  if (n <= 64) {
-    for (let i = 0; i < n; i++) dst[to + i] = src[from + i];
-  } else if (from === 0 && n === src.length) {
-    dst.set(src, to);
-  } else {
-    dst.set(src.subarray(from, from + n), to);
-  }
-}
-
 const { CONNECTED, WRITABLE, READABLE, DISCONNECTED, ERROR } = StreamState;
 
 /**
@@ -256,6 +245,15 @@ export class StreamEngine {
     this.#state = CONNECTED | READABLE | WRITABLE;
   }
 
+  /** Copies `n` bytes: up to 64 in a loop, more by the transport (no view, no allocation). */
+  #copy(dst: Uint8Array, to: number, src: Uint8Array, from: number, n: number): void {
+    if (n <= 64) {
+      for (let i = 0; i < n; i++) dst[to + i] = src[from + i];
+    } else {
+      this.#t.copy(dst, to, src, from, n);
+    }
+  }
+
   // ---- state ----
 
   /** The {@link StreamState} bits. */
@@ -403,13 +401,13 @@ export class StreamEngine {
     const msg = rsMsg(RsOp.DATA, xfer);
     const inline = xfer <= this.inlineSize;
     if (xfer <= first) {
-      copy(src, from, this.#send, cur, xfer);
+      this.#copy(this.#send, cur, src, from, xfer);
       if (!inline) this.#cursor = cur + xfer === size ? 0 : cur + xfer;
       this.#postWriteMsg(msg, cur, xfer, 0, 0, inline, high, low, rkey);
     } else {
       const second = xfer - first;
-      copy(src, from, this.#send, cur, first);
-      copy(src, from + first, this.#send, 0, second);
+      this.#copy(this.#send, cur, src, from, first);
+      this.#copy(this.#send, 0, src, from + first, second);
       if (!inline) this.#cursor = second;
       this.#postWriteMsg(msg, cur, first, 0, second, inline, high, low, rkey);
     }
@@ -489,13 +487,13 @@ export class StreamEngine {
     const cur = this.#cursor;
     const first = size - cur;
     if (RS_IOMAP_SIZE <= first) {
-      copy(this.#send, slot, this.#send, cur, RS_IOMAP_SIZE);
+      this.#copy(this.#send, cur, this.#send, slot, RS_IOMAP_SIZE);
       this.#cursor = cur + RS_IOMAP_SIZE === size ? 0 : cur + RS_IOMAP_SIZE;
       this.#postWriteMsg(msg, cur, RS_IOMAP_SIZE, 0, 0, false, high, low, rkey);
     } else {
       const second = RS_IOMAP_SIZE - first;
-      copy(this.#send, slot, this.#send, cur, first);
-      copy(this.#send, slot + first, this.#send, 0, second);
+      this.#copy(this.#send, cur, this.#send, slot, first);
+      this.#copy(this.#send, 0, this.#send, slot + first, second);
       this.#cursor = second;
       this.#postWriteMsg(msg, cur, first, 0, second, false, high, low, rkey);
     }
@@ -566,13 +564,13 @@ export class StreamEngine {
     const wrId = rsMsg(RsOp.WRITE, xfer);
     const inline = xfer <= this.inlineSize;
     if (xfer <= first) {
-      copy(src, from, this.#send, cur, xfer);
+      this.#copy(this.#send, cur, src, from, xfer);
       if (!inline) this.#cursor = cur + xfer === size ? 0 : cur + xfer;
       this.#t.writeDirect(wrId, cur, xfer, 0, 0, inline, high, low, rkey);
     } else {
       const second = xfer - first;
-      copy(src, from, this.#send, cur, first);
-      copy(src, from + first, this.#send, 0, second);
+      this.#copy(this.#send, cur, src, from, first);
+      this.#copy(this.#send, 0, src, from + first, second);
       if (!inline) this.#cursor = second;
       this.#t.writeDirect(wrId, cur, first, 0, second, inline, high, low, rkey);
     }
@@ -605,12 +603,12 @@ export class StreamEngine {
       if (ro === size) ro = 0;
       if (n > size - ro) {
         const end = size - ro;
-        copy(this.#recv, ro, dst, to, end);
+        this.#copy(dst, to, this.#recv, ro, end);
         to += end;
         n -= end;
         ro = 0;
       }
-      copy(this.#recv, ro, dst, to, n);
+      this.#copy(dst, to, this.#recv, ro, n);
       this.#rbufOffset = ro + n;
       this.#rbufAvail += rsize;
       copied += rsize;

@@ -22,6 +22,8 @@ import type { ProtectionDomain } from "../verbs/pd.ts";
 import type { PreparedRecv, PreparedSend } from "../verbs/prepared.ts";
 import type { QueuePair } from "../verbs/qp.ts";
 import type { SendWr } from "../verbs/wr.ts";
+import { native } from "../ffi/native.ts";
+import type { Native } from "../types/native.ts";
 import { deviceLimits } from "./_device-limits.ts";
 import { StreamEngine } from "./_engine.ts";
 import {
@@ -160,6 +162,7 @@ export class VerbsTransport implements StreamTransport {
   readonly #recvBatch: PreparedRecv | null = null;
   readonly #recvSlot: PreparedRecv | null = null;
   #recvsDue = 0;
+  readonly #native: Native = native();
   /** Receives posted together ({@link receiveBatch} of the receive queue's depth). */
   readonly #recvBatchSize: number;
 
@@ -372,6 +375,11 @@ export class VerbsTransport implements StreamTransport {
       readDepth: this.readDepth,
       remoteQueueDepth: this.extraSendWrs,
     };
+  }
+
+  /** Copies between a caller's array and the rings; see {@link StreamTransport.copy}. */
+  copy(dst: Uint8Array, to: number, src: Uint8Array, from: number, n: number): void {
+    this.#native.copy(dst, to, src, from, n);
   }
 
   /** Posts rsocket's keepalive probe; see {@link StreamTransport.probe}. */

@@ -230,6 +230,11 @@ class Side implements StreamTransport {
     this.maxInFlightCtrl = Math.max(this.maxInFlightCtrl, this.engine.controlInFlight);
   }
 
+  copy(dst: Uint8Array, to: number, src: Uint8Array, from: number, n: number): void {
+    assert.ok(n > 64 && from + n <= src.length && to + n <= dst.length, "copy out of range");
+    dst.set(src.subarray(from, from + n), to);
+  }
+
   send(wrId: number, off: number, len: number): void {
     assert.ok(this.sendInFlight < this.config.sendQueueDepth, `${this.name}: send queue overflow`);
     assert.ok(len <= this.config.inlineSize);
@@ -384,6 +389,7 @@ const INERT: StreamTransport = {
   postReceives() {},
   probe() {},
   writeDirect() {},
+  copy() {},
 };
 
 function pair(ca: EngineConfig, cb: EngineConfig = ca): [Side, Side] {

@@ -74,6 +74,13 @@ export interface Native {
   free(p: Pointer, size: number, align?: number): void;
   /** A zero-copy ArrayBuffer over native memory; valid only while the memory lives. */
   arrayBuffer(p: NativePointer, byteLength: number): ArrayBuffer;
+  /**
+   * Copies `n` bytes from `src[srcOffset..]` to `dst[dstOffset..]` (the ranges may overlap)
+   * without allocating: Deno on x86-64 makes one fast call (the trampoline's `memmove`), where
+   * `TypedArray.set` takes part of an array only as a new `subarray` view. Throws
+   * `InvalidArgumentError` for a range outside either array.
+   */
+  copy(dst: Uint8Array, dstOffset: number, src: Uint8Array, srcOffset: number, n: number): void;
 
   /**
    * Reads a pointer stored at `p + offset`. Real addresses round-trip; sentinel values
