@@ -227,8 +227,8 @@ export interface StreamTransport {
    */
   postReceives(): void;
   /**
-   * Copies `n` bytes (more than 64) from `src[from..]` to `dst[to..]`, between a caller's array
-   * and the rings, without allocating (the verbs transport: `Native.copy`).
+   * Copies `n` bytes (more than 64, part of `src`) from `src[from..]` to `dst[to..]`, between a
+   * caller's array and the rings, without allocating (the verbs transport: `Native.copy`).
    */
   copy(dst: Uint8Array, to: number, src: Uint8Array, from: number, n: number): void;
 }

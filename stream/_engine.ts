@@ -245,10 +245,15 @@ export class StreamEngine {
     this.#state = CONNECTED | READABLE | WRITABLE;
   }
 
-  /** Copies `n` bytes: up to 64 in a loop, more by the transport (no view, no allocation). */
+  /**
+   * Copies `n` bytes without allocating: up to 64 in a loop, a whole array by `set`, part of one
+   * by the transport (`set` takes a part only as a new view).
+   */
   #copy(dst: Uint8Array, to: number, src: Uint8Array, from: number, n: number): void {
     if (n <= 64) {
       for (let i = 0; i < n; i++) dst[to + i] = src[from + i];
+    } else if (from === 0 && n === src.length) {
+      dst.set(src, to);
     } else {
       this.#t.copy(dst, to, src, from, n);
     }
