@@ -5,14 +5,8 @@
  * count allocates (next to) nothing, so that the bench's heap rows are the library's own.
  */
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import process from "node:process";
 import { test } from "./harness.ts";
-
-const isBun = "Bun" in globalThis;
+import { moduleUrl, runScript } from "./script.ts";
 
 interface Counted {
   counting: boolean;
@@ -23,15 +17,10 @@ interface Counted {
 
 /** Runs the probe with `RDMA_VERBS_COUNT` set to `count`. */
 function probe(count: "0" | "1"): Counted {
-  const dir = mkdtempSync(join(tmpdir(), "cost-"));
-  const file = join(dir, "probe.ts");
-  const native = new URL("../ffi/native.ts", import.meta.url).href;
-  const cost = new URL("../ffi/cost.ts", import.meta.url).href;
-  writeFileSync(
-    file,
+  const r = runScript(
     `
-    import { native } from "${native}";
-    import { costCounts, COUNTING, resetCostCounts } from "${cost}";
+    import { native } from "${moduleUrl("ffi/native.ts")}";
+    import { costCounts, COUNTING, resetCostCounts } from "${moduleUrl("ffi/cost.ts")}";
     const n = native();
     const abs = n.libc.dlsym(n.libc.dlopen(null, 2), n.pointerOf(n.cstringBytes("abs")));
     const p = n.prepareCall(abs, { args: ["i32"], result: "i32", c: "int abs(int j)" }, [-7]);
@@ -54,24 +43,13 @@ function probe(count: "0" | "1"): Counted {
     }
     console.log(JSON.stringify({ counting: COUNTING, calls, ffiCalls, bytesPerCall }));
   `,
+    {
+      v8Flags: ["--expose-gc", "--min-semi-space-size=64", "--max-semi-space-size=64"],
+      env: { RDMA_VERBS_COUNT: count },
+    },
   );
-  const args = isBun ? [file] : [
-    "run",
-    "-A",
-    "--v8-flags=--expose-gc,--min-semi-space-size=64,--max-semi-space-size=64",
-    file,
-  ];
-  try {
-    const r = spawnSync(process.execPath, args, {
-      encoding: "utf8",
-      timeout: 60_000,
-      env: { ...process.env, RDMA_VERBS_COUNT: count },
-    });
-    assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
-    return JSON.parse(r.stdout.trim().split("\n").at(-1)!);
-  } finally {
-    rmSync(dir, { recursive: true });
-  }
+  assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
+  return JSON.parse(r.lastLine);
 }
 
 test("cost counting: every FFI call counted by name with RDMA_VERBS_COUNT=1, none without", () => {

@@ -3,11 +3,8 @@
  */
 import assert from "node:assert/strict";
 import process from "node:process";
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { test } from "./harness.ts";
+import { moduleUrl, runScript } from "./script.ts";
 import { native } from "../ffi/native.ts";
 import { Poller } from "../poller/poller.ts";
 import { WaitList } from "../poller/wait.ts";
@@ -197,24 +194,18 @@ test("poller: an idle wait uses (almost) no CPU for 5 s", async () => {
   n.libc.close(fd);
 });
 
-function runScript(source: string): { status: number | null; ms: number; out: string } {
-  const dir = mkdtempSync(join(tmpdir(), "poller-"));
-  const file = join(dir, "script.ts");
-  writeFileSync(file, source);
-  const isBun = "Bun" in globalThis;
-  const args = isBun ? [file] : ["run", "-A", file];
-  const t0 = performance.now();
-  const r = spawnSync(process.execPath, args, { encoding: "utf8", timeout: 20_000 });
-  rmSync(dir, { recursive: true });
-  return { status: r.status, ms: performance.now() - t0, out: `${r.stdout}${r.stderr}` };
+/** Runs a probe in a child (20 s bound); `out` is its stdout and stderr together. */
+function runProbe(source: string): { status: number | null; ms: number; out: string } {
+  const r = runScript(source, { timeout: 20_000 });
+  return { status: r.status, ms: r.ms, out: `${r.stdout}${r.stderr}` };
 }
 
-const pollerUrl = new URL("../poller/poller.ts", import.meta.url).href;
-const nativeUrl = new URL("../ffi/native.ts", import.meta.url).href;
-const waitUrl = new URL("../ffi/wait.ts", import.meta.url).href;
+const pollerUrl = moduleUrl("poller/poller.ts");
+const nativeUrl = moduleUrl("ffi/native.ts");
+const waitUrl = moduleUrl("ffi/wait.ts");
 
 test("poller: a process whose waits ended exits by itself", () => {
-  const r = runScript(`
+  const r = runProbe(`
     import { Poller } from "${pollerUrl}";
     import { native } from "${nativeUrl}";
     const fd = native().libc.eventfd(0, 0x800);
@@ -230,7 +221,7 @@ test("poller: a process whose waits ended exits by itself", () => {
 });
 
 test("poller: a registered fd nobody awaits does not keep the process alive", () => {
-  const r = runScript(`
+  const r = runProbe(`
     import { Poller } from "${pollerUrl}";
     import { native } from "${nativeUrl}";
     const fd = native().libc.eventfd(0, 0x800);
@@ -357,7 +348,7 @@ for (const kind of waiterKinds()) {
 }
 
 test("poller: a wait with a long timeout that ended early does not keep the process alive", () => {
-  const r = runScript(`
+  const r = runProbe(`
     import { Poller } from "${pollerUrl}";
     import { native } from "${nativeUrl}";
     const fd = native().libc.eventfd(0, 0x800);
@@ -375,7 +366,7 @@ test("poller: a wait with a long timeout that ended early does not keep the proc
 
 for (const kind of waiterKinds()) {
   test(`poller [${kind}]: an idle process exits by itself, with or without registered fds`, () => {
-    const r = runScript(`
+    const r = runProbe(`
       import { Poller } from "${pollerUrl}";
       import { native } from "${nativeUrl}";
       import { useWaiter } from "${waitUrl}";

@@ -4,12 +4,8 @@
  * these; their device behaviour is in tests/device/.
  */
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import process from "node:process";
 import { test } from "./harness.ts";
+import { moduleUrl, runScript } from "./script.ts";
 import { checkResource, isInstance, NativeResource } from "../ffi/resource.ts";
 import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 
@@ -62,11 +58,8 @@ test("resource: closing an owner closes its dependents first, once; later use is
 });
 
 test("resource: an unclosed root collected by the GC is reported once; its children and closed roots are not", () => {
-  const dir = mkdtempSync(join(tmpdir(), "resource-"));
-  const file = join(dir, "leak.ts");
-  const resourceUrl = new URL("../ffi/resource.ts", import.meta.url).href;
-  writeFileSync(
-    file,
+  const resourceUrl = moduleUrl("ffi/resource.ts");
+  const r = runScript(
     `
     import { NativeResource } from "${resourceUrl}";
     class LeakRoot extends NativeResource {
@@ -90,13 +83,10 @@ test("resource: an unclosed root collected by the GC is reported once; its child
     await new Promise((r) => setTimeout(r, 50));
     console.log(JSON.stringify(warnings));
   `,
+    { v8Flags: ["--expose-gc"], timeout: 30_000 },
   );
-  const isBun = "Bun" in globalThis;
-  const args = isBun ? [file] : ["run", "-A", "--v8-flags=--expose-gc", file];
-  const r = spawnSync(process.execPath, args, { encoding: "utf8", timeout: 30_000 });
-  rmSync(dir, { recursive: true });
   assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
-  const warnings: string[] = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+  const warnings: string[] = JSON.parse(r.lastLine);
   assert.equal(warnings.length, 1, r.stdout);
   assert.match(warnings[0], /a LeakRoot was garbage-collected without close\(\)/);
 });

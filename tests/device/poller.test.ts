@@ -4,11 +4,8 @@
  */
 import assert from "node:assert/strict";
 import process from "node:process";
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { type DeviceEnv, deviceTest } from "../harness.ts";
+import { moduleUrl, runScript } from "../script.ts";
 import {
   AbortedError,
   AccessFlags,
@@ -320,12 +317,9 @@ function closeCq(cq: CompletionQueue): void {
 deviceTest(
   "poller: an idle process waiting for a completion uses < 1% CPU and exits when aborted",
   (env) => {
-    const dir = mkdtempSync(join(tmpdir(), "poller-idle-"));
-    const file = join(dir, "idle.ts");
-    const verbs = new URL("../../verbs/mod.ts", import.meta.url).href;
-    const poller = new URL("../../poller/mod.ts", import.meta.url).href;
-    writeFileSync(
-      file,
+    const verbs = moduleUrl("verbs/mod.ts");
+    const poller = moduleUrl("poller/mod.ts");
+    const out = runScript(
       `
     import process from "node:process";
     import { openDevice } from "${verbs}";
@@ -365,17 +359,11 @@ deviceTest(
     const wall = (performance.now() - t0) / 1000;
     console.log(JSON.stringify({ error, idle, wall, baseline }));
     `,
+      { timeout: 60_000 },
     );
-    const isBun = "Bun" in globalThis;
-    const t0 = performance.now();
-    const out = spawnSync(process.execPath, isBun ? [file] : ["run", "-A", file], {
-      encoding: "utf8",
-      timeout: 60_000,
-    });
-    const ms = performance.now() - t0;
-    rmSync(dir, { recursive: true });
+    const ms = out.ms;
     assert.equal(out.status, 0, `${out.stdout}${out.stderr}`);
-    const line = out.stdout.trim().split("\n").pop()!;
+    const line = out.lastLine;
     const res = JSON.parse(line) as { error: string; idle: number; wall: number; baseline: number };
     assert.equal(res.error, "AbortedError");
     assert.ok(res.wall >= 4.9, `waited ${res.wall} s`);

@@ -1,0 +1,62 @@
+/**
+ * Runs a test's probe program in a child process of the running runtime: for what must be
+ * chosen at start (V8 flags, the environment the library reads when it loads) or watched from
+ * outside (a crash, a warning at exit, CPU use). The source is written to a temporary directory,
+ * run (`deno run -A [--v8-flags=...]` or `bun`), and the directory removed.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import process from "node:process";
+
+/** The `file:` URL of a module of this package, by its path from the package root. */
+export function moduleUrl(path: string): string {
+  return new URL(`../${path}`, import.meta.url).href;
+}
+
+/** How to run a probe. */
+export interface ScriptOptions {
+  /** V8 flags (Deno only; Bun has its own ways, e.g. `Bun.gc` instead of `--expose-gc`). */
+  readonly v8Flags?: readonly string[];
+  /** Arguments after the file (`Deno.args`, `process.argv.slice(2)`). */
+  readonly args?: readonly string[];
+  /** Variables added to this process's environment. */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Milliseconds before the child is killed (default 60,000). */
+  readonly timeout?: number;
+}
+
+/** What a probe did. */
+export interface ScriptResult {
+  /** Exit status (null when killed). */
+  readonly status: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+  /** The last non-empty line of stdout (where probes print their JSON). */
+  readonly lastLine: string;
+  /** Wall-clock milliseconds from spawn to exit. */
+  readonly ms: number;
+}
+
+/** Runs `source` as a module in a child of the running runtime. */
+export function runScript(source: string, options: ScriptOptions = {}): ScriptResult {
+  const dir = mkdtempSync(join(tmpdir(), "rdma-probe-"));
+  const file = join(dir, "probe.ts");
+  writeFileSync(file, source);
+  const flags = options.v8Flags?.length ? [`--v8-flags=${options.v8Flags.join(",")}`] : [];
+  const argv = "Bun" in globalThis ? [file] : ["run", "-A", ...flags, file];
+  try {
+    const t0 = performance.now();
+    const r = spawnSync(process.execPath, [...argv, ...(options.args ?? [])], {
+      encoding: "utf8",
+      timeout: options.timeout ?? 60_000,
+      env: options.env ? { ...process.env, ...options.env } : process.env,
+    });
+    const ms = performance.now() - t0;
+    const lastLine = r.stdout.trimEnd().split("\n").at(-1) ?? "";
+    return { status: r.status, stdout: r.stdout, stderr: r.stderr, lastLine, ms };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
