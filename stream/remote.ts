@@ -28,6 +28,7 @@
 import { AccessFlags, SendFlags, WcStatus, WrOpcode } from "../types/enums.ts";
 import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 import { describe } from "../types/check.ts";
+import { native } from "../ffi/native.ts";
 import { NativeResource } from "../ffi/resource.ts";
 import { WaitList, type WaitOptions } from "../poller/wait.ts";
 import type { MemoryRegion } from "../verbs/mr.ts";
@@ -607,7 +608,7 @@ export class RemoteOps {
       mr = this.#stage!;
       stage = this.#stageFree.pop()!;
       off = stage * STAGING_SLOT_SIZE;
-      if (!read) mr.buffer.set(data.subarray(from, from + n), off);
+      if (!read) native().copy(mr.buffer, off, data, from, n);
     }
     this.#slotOp[slot] = op;
     this.#slotRead[slot] = read ? 1 : 0;
@@ -644,7 +645,7 @@ export class RemoteOps {
     if (status === 0 && read && stage >= 0 && !op.cancelled) {
       const to = this.#slotCopy[slot]!;
       const at = stage * STAGING_SLOT_SIZE;
-      to.set(this.#stage!.buffer.subarray(at, at + this.#slotLen[slot]), this.#slotCopyAt[slot]);
+      native().copy(to, this.#slotCopyAt[slot], this.#stage!.buffer, at, this.#slotLen[slot]);
     }
     if (stage >= 0) this.#stageFree.push(stage);
     const local = this.#slotLocal[slot];

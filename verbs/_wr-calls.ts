@@ -259,7 +259,7 @@ export class WrCalls {
       for (const s of wr.sg ?? []) {
         const off = s.offset ?? 0;
         const len = sgeLength(s);
-        this.#staging.bytes.set(s.mr.buffer.subarray(off, off + len), this.#inlineAt + at);
+        native().copy(this.#staging.bytes, this.#inlineAt + at, s.mr.buffer, off, len);
         at += len;
       }
       if (at > 0) this.#inlineStaged(at);
