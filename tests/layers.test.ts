@@ -211,6 +211,7 @@ test("layers: every shipped module is Latin-1 (V8 then keeps its source one byte
  */
 const WEAK_MAPS: Record<string, string> = {
   "ffi/deno.ts cifs": "keys are the static symbol tables' specs",
+  "ffi/deno.ts trampolines": "keys are the loaders' Natives (one per process, more in tests)",
   "poller/poller.ts ownedBy": "deleted when the owner closes its watches",
   "poller/poller.ts ownerOf": "deleted when the watch closes",
   "poller/completions.ts states": "deleted when the CQ's waits are cancelled (it closed)",
