@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { test } from "./harness.ts";
-import { moduleUrl, runScript } from "./script.ts";
+import { HEAP_BYTES_PER, HEAP_FLAGS, moduleUrl, runScript } from "./script.ts";
 
 interface Counted {
   counting: boolean;
@@ -29,22 +29,15 @@ function probe(count: "0" | "1"): Counted {
     resetCostCounts();
     loop(1000);
     const { calls, ffiCalls } = costCounts();
-    let bytesPerCall = null;
-    if (globalThis.gc && !("Bun" in globalThis)) {
-      // optimized code first (unoptimized code boxes every fraction): a long warm-up, a pause for
-      // the compiler's background threads, and more rounds for the optimized code to be installed
-      loop(100000);
-      await new Promise((r) => setTimeout(r, 100));
-      loop(20000);
-      globalThis.gc();
-      const h0 = Deno.memoryUsage().heapUsed;
-      loop(50000);
-      bytesPerCall = (Deno.memoryUsage().heapUsed - h0) / 100000;
-    }
+    ${HEAP_BYTES_PER}
+    // in optimized code (unoptimized code boxes every fraction); two calls per round
+    const bytesPerCall = globalThis.gc && !("Bun" in globalThis)
+      ? (await heapBytesPer(loop, 50000)) / 2
+      : null;
     console.log(JSON.stringify({ counting: COUNTING, calls, ffiCalls, bytesPerCall }));
   `,
     {
-      v8Flags: ["--expose-gc", "--min-semi-space-size=64", "--max-semi-space-size=64"],
+      v8Flags: HEAP_FLAGS,
       env: { RDMA_VERBS_COUNT: count },
     },
   );

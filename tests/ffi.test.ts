@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import process from "node:process";
 import { test } from "./harness.ts";
-import { moduleUrl, runScript } from "./script.ts";
+import { HEAP_BYTES_PER, HEAP_FLAGS, moduleUrl, runScript } from "./script.ts";
 import { configureNative, native } from "../ffi/native.ts";
 import { IBVERBS, IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { RDMACM } from "../types/symbols/rdmacm.ts";
@@ -183,17 +183,12 @@ test(
       const n = createNative(JSON.parse(Deno.args[0]));
       const a = new Uint8Array(1 << 16), b = new Uint8Array(1 << 16);
       const loop = (k) => { for (let i = 0; i < k; i++) n.copy(b, i & 7, a, 100 + (i & 15), 3000); };
-      loop(100000);
-      await new Promise((r) => setTimeout(r, 100));
-      loop(20000);
-      globalThis.gc();
-      const h0 = Deno.memoryUsage().heapUsed;
-      loop(50000);
-      console.log((Deno.memoryUsage().heapUsed - h0) / 50000);
+      ${HEAP_BYTES_PER}
+      console.log(await heapBytesPer(loop, 50000));
     `;
     const perCopy = (paths: object) => {
       const r = runScript(source, {
-        v8Flags: ["--expose-gc", "--min-semi-space-size=64", "--max-semi-space-size=64"],
+        v8Flags: HEAP_FLAGS,
         args: [JSON.stringify(paths)],
       });
       assert.equal(r.status, 0, r.stderr);

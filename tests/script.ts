@@ -15,6 +15,34 @@ export function moduleUrl(path: string): string {
   return new URL(`../${path}`, import.meta.url).href;
 }
 
+/**
+ * V8 flags for a probe that measures allocation: `gc()`, and a young generation large enough that
+ * no collection runs inside the measured loop.
+ */
+export const HEAP_FLAGS: readonly string[] = [
+  "--expose-gc",
+  "--min-semi-space-size=64",
+  "--max-semi-space-size=64",
+];
+
+/**
+ * Probe source defining `heapBytesPer(loop, k)` (Deno, with {@link HEAP_FLAGS}): the heap bytes
+ * each of `k` units of work allocates when `loop(n)` does `n` units in optimized code (a long
+ * warm-up, a pause for the compiler's background threads, more rounds for the optimized code to be
+ * installed, a full collection, then `loop(k)` measured).
+ */
+export const HEAP_BYTES_PER = `
+  async function heapBytesPer(loop, k) {
+    loop(100000);
+    await new Promise((r) => setTimeout(r, 100));
+    loop(20000);
+    globalThis.gc();
+    const h0 = Deno.memoryUsage().heapUsed;
+    loop(k);
+    return (Deno.memoryUsage().heapUsed - h0) / k;
+  }
+`;
+
 /** How to run a probe. */
 export interface ScriptOptions {
   /** V8 flags (Deno only; Bun has its own ways, e.g. `Bun.gc` instead of `--expose-gc`). */
