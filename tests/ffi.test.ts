@@ -155,6 +155,16 @@ test("native.copy copies part of one array into another, overlapping too, and ch
   n.copy(src, 10, src, 0, 200); // overlapping: as memmove and TypedArray.set
   assert.deepEqual(src.subarray(10, 210), Uint8Array.from({ length: 200 }, (_, i) => i & 0xff));
   n.copy(dst, 300, src, 0, 0);
+  // shared and resizable memory copy as any other; a detached array has no bytes left
+  const shared = new Uint8Array(new SharedArrayBuffer(300));
+  n.copy(shared, 1, dst, 7, 150);
+  assert.deepEqual(shared.subarray(1, 151), dst.subarray(7, 157));
+  const resizable = new Uint8Array(new ArrayBuffer(300, { maxByteLength: 600 }));
+  n.copy(resizable, 0, shared, 1, 150);
+  assert.deepEqual(resizable.subarray(0, 150), dst.subarray(7, 157));
+  const detached = new Uint8Array(300);
+  structuredClone(detached.buffer, { transfer: [detached.buffer] });
+  assert.throws(() => n.copy(dst, 0, detached, 0, 100), InvalidArgumentError);
   for (
     const [dstOffset, srcOffset, count] of [
       [250, 0, 51],
