@@ -521,8 +521,8 @@ function trampolinePath(
 /**
  * {@link Native.copy} through the trampoline: one fast call with both typed arrays, their
  * offsets and libc's `memmove` (32-bit integer parameters: V8 calls a function with 64-bit ones
- * through its slow path, 0.17 µs against 0.02 on the host). This function must stay above Maglev's inlining limit, as the
- * prepared calls' `call()` (tests/ffi.test.ts holds its size).
+ * through its slow path, 0.17 µs against 0.02 on the host). The returned function must stay above
+ * Maglev's inlining limit, as the prepared calls' `call()` (tests/ffi.test.ts holds its size).
  */
 function trampolineCopy(native: Native): CopyBytes {
   const { copy } = loadTrampoline(native);

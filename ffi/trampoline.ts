@@ -125,7 +125,8 @@ export function trampolineImage(arch: string): Uint8Array | null {
   image.set(X86_64_COPY, COPY_AT);
 
   // Elf64_Sym[1..2]: name, info, other, shndx, value, size (a section index other than SHN_UNDEF
-  // and SHN_ABS, so that the loader adds the load address); names in "\0call\0copy\0"
+  // and SHN_ABS, so that the loader adds the load address); the string table holds
+  // "\0rdma_verbs_call\0rdma_verbs_copy\0"
   const encoder = new TextEncoder();
   let strsz = 1;
   const symbol = (i: number, name: string, at: number, size: number) => {
