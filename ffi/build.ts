@@ -80,6 +80,17 @@ function rangeFits(at: number, n: number, length: number): boolean {
   return Number.isInteger(at) && Number.isInteger(n) && at >= 0 && n >= 0 && at + n <= length;
 }
 
+/** True when a {@link CopyBytes} call's two ranges lie inside their arrays. */
+export function copyFits(
+  dst: Uint8Array,
+  dstOffset: number,
+  src: Uint8Array,
+  srcOffset: number,
+  n: number,
+): boolean {
+  return rangeFits(dstOffset, n, dst.length) && rangeFits(srcOffset, n, src.length);
+}
+
 /** The error for a copy whose range does not fit (one message for every {@link CopyBytes}). */
 export function copyRangeError(
   dst: Uint8Array,
@@ -95,14 +106,14 @@ export function copyRangeError(
 }
 
 /** {@link Native.copy} with `TypedArray.set` (a `subarray` view when part of `src` is copied). */
-function copyBySet(
+export function copyBySet(
   dst: Uint8Array,
   dstOffset: number,
   src: Uint8Array,
   srcOffset: number,
   n: number,
 ): void {
-  if (!rangeFits(dstOffset, n, dst.length) || !rangeFits(srcOffset, n, src.length)) {
+  if (!copyFits(dst, dstOffset, src, srcOffset, n)) {
     throw copyRangeError(dst, dstOffset, src, srcOffset, n);
   }
   dst.set(

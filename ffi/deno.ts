@@ -23,7 +23,9 @@ import {
   ArgumentsCall,
   type Backend,
   buildNative,
+  copyBySet,
   type CopyBytes,
+  copyFits,
   copyRangeError,
 } from "./build.ts";
 import { candidates, LIBRARIES, type LibraryPaths } from "./library.ts";
@@ -530,16 +532,12 @@ function trampolineCopy(native: Native): CopyBytes {
   if (move === null) throw new RdmaError("memmove not found");
   const memmove = denoPtr(move);
   return function copyBytes(dst, dstOffset, src, srcOffset, n) {
-    if (
-      !Number.isInteger(n) || !Number.isInteger(dstOffset) || !Number.isInteger(srcOffset) ||
-      n < 0 || dstOffset < 0 || srcOffset < 0 || dstOffset + n > dst.length ||
-      srcOffset + n > src.length
-    ) {
+    if (!copyFits(dst, dstOffset, src, srcOffset, n)) {
       throw copyRangeError(dst, dstOffset, src, srcOffset, n);
     }
     // 32-bit offsets (V8's fast call takes no 64-bit integer); beyond them, TypedArray.set
     if (dstOffset + n > 0xffffffff || srcOffset + n > 0xffffffff) {
-      dst.set(src.subarray(srcOffset, srcOffset + n), dstOffset);
+      copyBySet(dst, dstOffset, src, srcOffset, n);
     } else {
       copy(dst, dstOffset, src, srcOffset, n, memmove);
     }
