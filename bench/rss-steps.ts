@@ -20,6 +20,7 @@
 import process from "node:process";
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { residentByMapping } from "./proc-memory.ts";
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -30,22 +31,6 @@ const kind = process.argv.includes("tcp") ? "tcp" : "rdma";
 const address = arg("address", process.env.RDMA_GUEST_IP ?? "");
 const port = Number(arg("port", "7461"));
 const self = new URL(import.meta.url).pathname;
-
-/** KiB resident by mapping name (`[anon]` for anonymous mappings). */
-function mappings(): Map<string, number> {
-  const kib = new Map<string, number>();
-  let name = "";
-  for (const line of readFileSync("/proc/self/smaps", "utf8").split("\n")) {
-    const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
-    if (head) {
-      name = head[1].split("/").pop() || "[anon]";
-      continue;
-    }
-    const rss = /^Rss:\s+(\d+) kB/.exec(line);
-    if (rss) kib.set(name, (kib.get(name) ?? 0) + Number(rss[1]));
-  }
-  return kib;
-}
 
 /** MiB of the `/proc/self/status` field `key`. */
 function status(key: string): string {
@@ -62,7 +47,7 @@ let before = new Map<string, number>();
 /** Prints the step: RSS and its parts, and the mappings that grew or shrank by 200 KiB or more. */
 function step(name: string): void {
   gc();
-  const now = mappings();
+  const now = residentByMapping();
   const moved = [...now]
     .map(([k, v]) => [k, v - (before.get(k) ?? 0)] as const)
     .filter(([, d]) => Math.abs(d) >= 200)

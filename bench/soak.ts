@@ -44,6 +44,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import net from "node:net";
 import v8 from "node:v8";
+import { residentByMapping } from "./proc-memory.ts";
 
 const isBun = "Bun" in globalThis;
 const self = fileURLToPath(import.meta.url);
@@ -145,21 +146,9 @@ function sample(cycle: number, lib?: Lib): Sample {
   return s;
 }
 
-/** Resident memory by mapping (file path, `[heap]`, `[stack]`, or anonymous), largest first. */
+/** Resident memory by mapping (KiB), largest first. */
 function mappings(top = 14): Record<string, number> {
-  const by = new Map<string, number>();
-  let name = "";
-  for (const line of readFileSync("/proc/self/smaps", "utf8").split("\n")) {
-    const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
-    if (head) {
-      // by file name only: which library or binary, not where it is installed
-      name = head[1] ? head[1].slice(head[1].lastIndexOf("/") + 1) : "[anon]";
-      continue;
-    }
-    const rss = /^Rss:\s+(\d+) kB/.exec(line);
-    if (rss) by.set(name, (by.get(name) ?? 0) + Number(rss[1]));
-  }
-  return Object.fromEntries([...by].sort((a, b) => b[1] - a[1]).slice(0, top));
+  return Object.fromEntries([...residentByMapping()].sort((a, b) => b[1] - a[1]).slice(0, top));
 }
 
 /**
