@@ -10,6 +10,7 @@
 import { InvalidArgumentError } from "../types/errors.ts";
 import { layouts } from "../ffi/native.ts";
 import { checkInteger, checkObject, checkString, describe } from "../types/check.ts";
+import { decimalDigits, hexGroup } from "../types/digits.ts";
 
 /** `AF_INET`. */
 export const AF_INET = 2;
@@ -71,10 +72,8 @@ export function parseIPv4(text: string): Uint8Array | null {
   if (parts.length !== 4) return null;
   const out = new Uint8Array(4);
   for (let i = 0; i < 4; i++) {
-    const p = parts[i];
-    if (!/^(0|[1-9][0-9]{0,2})$/.test(p)) return null;
-    const v = Number(p);
-    if (v > 255) return null;
+    const v = decimalDigits(parts[i], 3, false);
+    if (v < 0 || v > 255) return null;
     out[i] = v;
   }
   return out;
@@ -85,10 +84,8 @@ export function parseIPv6(text: string): { bytes: Uint8Array; scopeId: number } 
   let scopeId = 0;
   const pct = text.indexOf("%");
   if (pct >= 0) {
-    const scope = text.slice(pct + 1);
-    if (!/^[0-9]{1,10}$/.test(scope)) return null;
-    scopeId = Number(scope);
-    if (scopeId > 0xffffffff) return null;
+    scopeId = decimalDigits(text.slice(pct + 1), 10, true);
+    if (scopeId < 0 || scopeId > 0xffffffff) return null;
     text = text.slice(0, pct);
   }
   if (text.startsWith("[") && text.endsWith("]")) text = text.slice(1, -1);
@@ -105,8 +102,9 @@ export function parseIPv6(text: string): { bytes: Uint8Array; scopeId: number } 
         if (!v4) return null;
         out.push((v4[0] << 8) | v4[1], (v4[2] << 8) | v4[3]);
       } else {
-        if (!/^[0-9a-fA-F]{1,4}$/.test(p)) return null;
-        out.push(parseInt(p, 16));
+        const v = hexGroup(p);
+        if (v < 0) return null;
+        out.push(v);
       }
     }
     return out;

@@ -8,7 +8,7 @@
 
 import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer, Pointer } from "../types/ctypes.ts";
-import { cmEventStr, CmEventType, PortSpace } from "../types/enums.ts";
+import { cmEventStr, CmEventType, lazyEnumNames, PortSpace } from "../types/enums.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { type AhAttrData, decodeAhAttr } from "../verbs/ah.ts";
 import type { CmId } from "./id.ts";
@@ -75,13 +75,11 @@ export interface RawEvent extends Omit<CmEvent, "id" | "listenId"> {
   readonly portSpace: number;
 }
 
-const EVENT_NAMES = new Map<number, string>(
-  Object.values(CmEventType).map((v) => [v, cmEventStr(v)]),
-);
+const eventName = lazyEnumNames(CmEventType, "RDMA_CM_EVENT_");
 
 /** The C name of a `rdma_cm_event_type` (`RDMA_CM_EVENT_...`, or "UNKNOWN EVENT"). */
 export function cmEventName(type: number): string {
-  return EVENT_NAMES.get(type) ?? cmEventStr(type);
+  return eventName(type) ?? cmEventStr(type);
 }
 
 let scratch: NativeBlock | undefined;

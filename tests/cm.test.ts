@@ -29,7 +29,9 @@ import { CmEventType, PrivateDataLimits } from "../types/enums.ts";
 
 test("cm address: IPv4 parse, encode, decode", () => {
   assert.deepEqual([...parseIPv4("10.0.2.15")!], [10, 0, 2, 15]);
-  for (const bad of ["10.0.2", "10.0.2.256", "1.2.3.4.5", "01.2.3.4", "a.b.c.d", ""]) {
+  assert.deepEqual([...parseIPv4("0.255.9.100")!], [0, 255, 9, 100]);
+  const bads = ["10.0.2", "10.0.2.256", "1.2.3.4.5", "01.2.3.4", "a.b.c.d", "", "1..2.3", "1.2.3.+4"];
+  for (const bad of [...bads, "1.2.3. 4", "1.2.3.4 ", "1.2.3.1000", "1.2.3.\u0014"]) {
     assert.equal(parseIPv4(bad), null, bad);
   }
   const sa = encodeSockaddr({ address: "192.168.1.2", port: 7471 });
@@ -51,10 +53,14 @@ test("cm address: IPv6 parse, RFC 5952 format, scope, encode/decode", () => {
     ["1:0:3:4:5:6:7:8", "1:0:3:4:5:6:7:8"],
   ];
   for (const [inp, out] of cases) assert.equal(formatIPv6(parseIPv6(inp)!.bytes), out, inp);
-  for (const bad of ["1::2::3", ":::", "12345::", "1:2:3:4:5:6:7:8:9", "g::1", "fe80::1%eth0"]) {
+  const bads = ["1::2::3", ":::", "12345::", "1:2:3:4:5:6:7:8:9", "g::1", "fe80::1%eth0"];
+  for (const bad of [...bads, "fe80::1%", "fe80::1%4294967296", "\u0010::1", "G::1", "1:2::-1"]) {
     assert.equal(parseIPv6(bad), null, bad);
   }
   assert.equal(parseIPv6("fe80::1%3")!.scopeId, 3);
+  assert.equal(parseIPv6("fe80::1%4294967295")!.scopeId, 0xffffffff);
+  assert.equal(parseIPv6("fe80::1%0042")!.scopeId, 42);
+  assert.deepEqual([...parseIPv6("AbCd:eF01::")!.bytes.subarray(0, 4)], [0xab, 0xcd, 0xef, 0x01]);
   const sa = encodeSockaddr({ address: "fe80::1%2", port: 18515 });
   assert.equal(sa.length, 28);
   assert.equal(new DataView(sa.buffer).getUint16(0, true), AF_INET6);

@@ -54,6 +54,19 @@ export function enumNamesByValue(
   return out;
 }
 
+/**
+ * {@link enumNamesByValue} built on the first call: `name(value)` is the full C name, or undefined
+ * for a value not in the table. A module keeps one at its top level, so importing it builds
+ * nothing (a program that never names a value never pays for the table).
+ */
+export function lazyEnumNames(
+  table: Readonly<Record<string, number>>,
+  cPrefix: string,
+): (value: number) => string | undefined {
+  let names: string[] | undefined;
+  return (value) => (names ??= enumNamesByValue(table, cPrefix))[value];
+}
+
 function toBig(v: number | bigint): bigint {
   if (typeof v === "bigint") return v;
   if (!Number.isInteger(v)) return -1n;

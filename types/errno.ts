@@ -139,11 +139,10 @@ export const Errno = {
   ERFKILL: 132,
 } as const;
 
-const NAMES: ReadonlyMap<number, string> = new Map(
-  Object.entries(Errno).map(([name, value]) => [value, name]),
-);
+let names: ReadonlyMap<number, string> | undefined; // built by the first call
 
 /** The symbolic name of an errno value (`"EAGAIN"`), or `"E<n>"` when unknown. */
 export function errnoName(errno: number): string {
-  return NAMES.get(errno) ?? `E${errno}`;
+  names ??= new Map(Object.entries(Errno).map(([name, value]) => [value, name]));
+  return names.get(errno) ?? `E${errno}`;
 }

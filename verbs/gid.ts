@@ -6,6 +6,7 @@
  */
 
 import { InvalidArgumentError } from "../types/errors.ts";
+import { hexGroup } from "../types/digits.ts";
 
 /** A GID as text or as its 16 raw bytes (network order). */
 export type GidLike = string | Uint8Array;
@@ -34,14 +35,14 @@ export function parseGid(gid: GidLike): Uint8Array {
   const tail = halves.length === 2 && halves[1] ? halves[1].split(":") : [];
   const fill = halves.length === 2 ? 8 - head.length - tail.length : 0;
   const groups = [...head, ...new Array(Math.max(0, fill)).fill("0"), ...tail];
-  if (groups.length !== 8 || groups.some((g) => !/^[0-9a-fA-F]{1,4}$/.test(g))) {
-    throw new InvalidArgumentError(`not a GID: "${gid}"`);
-  }
+  const bad = () => new InvalidArgumentError(`not a GID: "${gid}"`);
+  if (groups.length !== 8) throw bad();
   const out = new Uint8Array(16);
-  groups.forEach((g, i) => {
-    const v = parseInt(g, 16);
+  for (let i = 0; i < 8; i++) {
+    const v = hexGroup(groups[i]);
+    if (v < 0) throw bad();
     out[2 * i] = v >> 8;
     out[2 * i + 1] = v & 0xff;
-  });
+  }
   return out;
 }

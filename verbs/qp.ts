@@ -9,7 +9,7 @@
 import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
 import {
-  enumNamesByValue,
+  lazyEnumNames,
   QpAttrMask,
   QpState,
   QpType,
@@ -62,7 +62,8 @@ import { contextObjects, forgetObject, rememberObject } from "./_objects.ts";
 const QUERY_MASK = Object.values(QpAttrMask).reduce((m: number, b) => m | b, 0) &
   ~QpAttrMask.RATE_LIMIT;
 
-const STATE_NAMES = enumNamesByValue(QpState, "IBV_QPS_");
+const stateNames = lazyEnumNames(QpState, "IBV_QPS_");
+const stateName = (s: number): string => stateNames(s) ?? `<unknown ${s}>`;
 
 /**
  * The native QP a {@link QueuePair} wraps, however it was made (`ibv_create_qp`,
@@ -169,13 +170,13 @@ export class QueuePair extends NativeResource {
 
   /** The state's C name. */
   get stateName(): string {
-    return STATE_NAMES[this.state] ?? `<unknown ${this.state}>`;
+    return stateName(this.state);
   }
 
   /** `ibv_modify_qp` with the given attributes (the mask follows from the fields). */
   modify(attr: QpAttr): void {
     this.assertOpen();
-    const to = attr?.qpState === undefined ? "" : ` to ${STATE_NAMES[attr.qpState]}`;
+    const to = attr?.qpState === undefined ? "" : ` to ${stateName(attr.qpState)}`;
     modifyQp(this.ptr, this.#attr, attr, `QP ${this.qpNum}${to}`);
   }
 
@@ -282,13 +283,13 @@ export class QueuePair extends NativeResource {
     const blocked = this.sendBlocked();
     if (blocked !== null) throw new InvalidArgumentError(`ibv_post_send: ${blocked}`);
     const s = this.#view.getUint32(this.#stateOffset, true);
-    if (s <= QpState.RTR) throw new QpStateError("ibv_post_send", STATE_NAMES[s]);
+    if (s <= QpState.RTR) throw new QpStateError("ibv_post_send", stateName(s));
   }
 
   #checkRecvState(): void {
     if (this.srq) throw new InvalidArgumentError("ibv_post_recv: this QP uses an SRQ; post there");
     const s = this.#view.getUint32(this.#stateOffset, true);
-    if (s === QpState.RESET) throw new QpStateError("ibv_post_recv", STATE_NAMES[s]);
+    if (s === QpState.RESET) throw new QpStateError("ibv_post_recv", stateName(s));
   }
 
   /**

@@ -7,13 +7,13 @@
 
 import { layouts, native } from "../ffi/native.ts";
 import type { NativePointer } from "../types/ctypes.ts";
-import { enumNamesByValue, WcFlags, WcOpcode, WcStatus, wcStatusStr } from "../types/enums.ts";
+import { lazyEnumNames, WcFlags, WcOpcode, WcStatus, wcStatusStr } from "../types/enums.ts";
 import { WorkCompletionError } from "../types/errors.ts";
 import type { Layouts } from "../types/layout.ts";
 import { getU64Number } from "../ffi/memory.ts";
 
-const STATUS_NAMES = enumNamesByValue(WcStatus, "IBV_WC_");
-const OPCODE_NAMES = enumNamesByValue(WcOpcode, "IBV_WC_");
+const statusName = lazyEnumNames(WcStatus, "IBV_WC_");
+const opcodeName = lazyEnumNames(WcOpcode, "IBV_WC_");
 
 /** A plain copy of one work completion. */
 export interface WorkCompletionData {
@@ -111,7 +111,7 @@ export class WorkCompletion {
   }
   /** The status's C name (`IBV_WC_SUCCESS`); no allocation. */
   get statusName(): string {
-    return STATUS_NAMES[this.status] ?? `<unknown ${this.status}>`;
+    return statusName(this.status) ?? `<unknown ${this.status}>`;
   }
   /** True when the status is SUCCESS. */
   get ok(): boolean {
@@ -123,7 +123,7 @@ export class WorkCompletion {
   }
   /** The opcode's C name. */
   get opcodeName(): string {
-    return OPCODE_NAMES[this.opcode] ?? `<unknown ${this.opcode}>`;
+    return opcodeName(this.opcode) ?? `<unknown ${this.opcode}>`;
   }
   /** Vendor error syndrome. */
   get vendorErr(): number {
