@@ -30,7 +30,16 @@ import { CmEventType, PrivateDataLimits } from "../types/enums.ts";
 test("cm address: IPv4 parse, encode, decode", () => {
   assert.deepEqual([...parseIPv4("10.0.2.15")!], [10, 0, 2, 15]);
   assert.deepEqual([...parseIPv4("0.255.9.100")!], [0, 255, 9, 100]);
-  const bads = ["10.0.2", "10.0.2.256", "1.2.3.4.5", "01.2.3.4", "a.b.c.d", "", "1..2.3", "1.2.3.+4"];
+  const bads = [
+    "10.0.2",
+    "10.0.2.256",
+    "1.2.3.4.5",
+    "01.2.3.4",
+    "a.b.c.d",
+    "",
+    "1..2.3",
+    "1.2.3.+4",
+  ];
   for (const bad of [...bads, "1.2.3. 4", "1.2.3.4 ", "1.2.3.1000", "1.2.3.\u0014"]) {
     assert.equal(parseIPv4(bad), null, bad);
   }
