@@ -19,6 +19,7 @@ import {
 import type { CompletionRecord } from "../poller/tracker.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
+import { describe } from "../types/check.ts";
 import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { checkConstruct, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
@@ -63,7 +64,9 @@ const QUERY_MASK = Object.values(QpAttrMask).reduce((m: number, b) => m | b, 0) 
   ~QpAttrMask.RATE_LIMIT;
 
 const stateNames = lazyEnumNames(QpState, "IBV_QPS_");
-const stateName = (s: number): string => stateNames(s) ?? `<unknown ${s}>`;
+// any value: `modify` names the state it was asked for before the attributes are checked
+const stateName = (s: unknown): string =>
+  (typeof s === "number" ? stateNames(s) : undefined) ?? `<unknown ${describe(s)}>`;
 
 /**
  * The native QP a {@link QueuePair} wraps, however it was made (`ibv_create_qp`,

@@ -8,6 +8,7 @@ import {
   openDevice,
   QpStateError,
   QpType,
+  RdmaError,
   SendFlags,
   WcStatus,
   WrOpcode,
@@ -97,6 +98,10 @@ deviceTest(
       () => fresh.postSend({ sg: [] }),
       (e) => e instanceof QpStateError && /IBV_QPS_RTR/.test(e.message),
     );
+    // a state that is no state (named in the error's text before the attributes are checked)
+    for (const qpState of [Symbol("x"), "RTS", 99, {}]) {
+      assert.throws(() => fresh.modify({ qpState } as never), (e) => e instanceof RdmaError);
+    }
     // @ts-expect-error: the type admits RC, UC and UD only; this checks the run-time guard
     assert.throws(() => f.pd.createQp({ type: QpType.RAW_PACKET, sendCq: f.cq }), {
       name: "InvalidArgumentError",
