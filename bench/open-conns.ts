@@ -1,13 +1,17 @@
 /**
- * Memory per open connection: one client process opens `--n` stream connections to a server
- * process of the same runtime, one 64-byte message each way on each, and holds them all open;
- * the client's JS heap (after a full collection), resident set size, open fds and the library's
- * census (`nativeCensus()`: native objects and the native bytes the library holds, rings
- * included) are read before the first connection and after the last, and printed per connection.
- * Beside it the same over the runtime's own TCP (`node:net`). Rings: rsocket's default 128 KiB
- * each way, and `--buffer` bytes (default 4 KiB) to show what a connection costs beyond them.
+ * Memory per open connection: one client process opens `--warm` stream connections to a server
+ * process of the same runtime (one 64-byte message each way on each), then `--n` more, and holds
+ * them all open; the client's JS heap (after a full collection), resident set size, open fds and
+ * the library's census (`nativeCensus()`: native objects and the native bytes the library holds,
+ * rings included) are read after the first `--warm` and after the last, and printed per
+ * connection of the `--n`, with the mappings whose resident memory grew most (stderr).
+ * Beside it the same client in C over rsocket (bench/c/open-conns.c, against the same server) and
+ * over the runtime's own TCP (`node:net`). Sizes: rsocket's defaults (128 KiB rings, 384-deep
+ * queues), `--buffer` bytes of ring (default 4 KiB) to show what a connection costs beyond its
+ * rings, and then also 16-deep queues (the least a stream takes) to show the device's queues.
  *
- *   deno run -A bench/open-conns.ts [--n 100] [--buffer 4096]      bun bench/open-conns.ts …
+ *   deno run -A bench/open-conns.ts [--n 100] [--warm 10] [--buffer 4096]
+ *   bun bench/open-conns.ts …
  *
  * Run it where there is an RDMA device (the soft-RoCE guest: `$RDMA_GUEST_IP`). Prints a markdown
  * table for the running runtime.
@@ -17,10 +21,14 @@
 
 import process from "node:process";
 import net from "node:net";
-import { readdirSync, readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { connect, listen, nativeCensus, type RdmaConn } from "../mod.ts";
 import { runChild } from "./child.ts";
+import { residentByMapping } from "./proc-memory.ts";
 
 const isBun = "Bun" in globalThis;
 const self = fileURLToPath(import.meta.url);
@@ -35,8 +43,12 @@ const role = arg("role", "driver");
 const impl = arg("impl", "rdma");
 const address = arg("address", process.env.RDMA_GUEST_IP ?? "127.0.0.1");
 const N = Number(arg("n", "100"));
+// connections opened before the first reading: what the first ones page in once (the runtime's
+// code, the libraries' first allocations) is not a connection's cost
+const WARM = Number(arg("warm", "10"));
 const BUFFER = Number(arg("buffer", "4096"));
 const ring = Number(arg("ring", "0")); // 0: the defaults
+const queue = Number(arg("queue", "0")); // 0: the defaults
 
 /** A full collection (Deno: started with `--expose-gc`). */
 function collect(): void {
@@ -71,7 +83,10 @@ async function reading(): Promise<Reading> {
   };
 }
 
-const sizes = () => ring > 0 ? { sendBufferSize: ring, receiveBufferSize: ring } : {};
+const sizes = () => ({
+  ...(ring > 0 ? { sendBufferSize: ring, receiveBufferSize: ring } : {}),
+  ...(queue > 0 ? { sendQueueDepth: queue, receiveQueueDepth: queue } : {}),
+});
 
 /** The server: accepts, echoes the first 64 bytes of each connection, holds it until killed. */
 async function server(): Promise<void> {
@@ -101,28 +116,36 @@ async function server(): Promise<void> {
 
 /** The client: readings before and after opening N connections, as one JSON line. */
 async function client(port: number): Promise<void> {
-  const before = await reading();
   const held: (RdmaConn | net.Socket)[] = [];
   const msg = new Uint8Array(64);
   const buf = new Uint8Array(64);
-  for (let i = 0; i < N; i++) {
-    if (impl === "tcp") {
-      const s = net.connect({ host: address, port, noDelay: true });
-      await new Promise<void>((resolve, reject) => {
-        s.once("error", reject);
-        s.once("connect", () => s.write(msg));
-        s.once("data", () => resolve());
-      });
-      held.push(s);
-    } else {
-      const c = await connect({ hostname: address, port, ...sizes() });
-      await c.write(msg);
-      await c.read(buf, { min: 64 });
-      held.push(c);
+  const open = async (count: number) => {
+    for (let i = 0; i < count; i++) {
+      if (impl === "tcp") {
+        const s = net.connect({ host: address, port, noDelay: true });
+        await new Promise<void>((resolve, reject) => {
+          s.once("error", reject);
+          s.once("connect", () => s.write(msg));
+          s.once("data", () => resolve());
+        });
+        held.push(s);
+      } else {
+        const c = await connect({ hostname: address, port, ...sizes() });
+        await c.write(msg);
+        await c.read(buf, { min: 64 });
+        held.push(c);
+      }
     }
-  }
+  };
+  await open(WARM);
+  const before = await reading();
+  const mapsBefore = residentByMapping();
+  await open(N);
   const after = await reading();
-  console.log(JSON.stringify({ impl, n: N, ring, before, after }));
+  // KiB per connection by mapping, the six that grew most
+  const grown = [...residentByMapping()].map(([k, v]) => [k, (v - (mapsBefore.get(k) ?? 0)) / N])
+    .sort((a, b) => (b[1] as number) - (a[1] as number)).slice(0, 6);
+  console.log(JSON.stringify({ impl, n: N, ring, before, after, grown }));
   for (const c of held) c instanceof net.Socket ? c.destroy() : c.close();
   process.exit(0);
 }
@@ -133,13 +156,41 @@ function runtimeArgv(extra: string[]): string[] {
     : [process.execPath, "run", "-A", "--v8-flags=--expose-gc", self, ...extra];
 }
 
-async function measure(which: string, ringBytes: number): Promise<Record<string, number>> {
-  const common = ["--impl", which, "--address", address, "--n", String(N)];
+/** What one connection costs the client, from its readings before and after (null: not read). */
+type PerConnection = Record<keyof Reading, number | null>;
+
+function perConnection(before: Partial<Reading>, after: Partial<Reading>): PerConnection {
+  const per = (k: keyof Reading) =>
+    before[k] === undefined || after[k] === undefined ? null : (after[k]! - before[k]!) / N;
+  return {
+    heap: per("heap"),
+    rss: per("rss"),
+    fds: per("fds"),
+    objects: per("objects"),
+    nativeBytes: per("nativeBytes"),
+  };
+}
+
+/** The C client (rsocket), built once. */
+let cClient: string | undefined;
+function cClientPath(): string {
+  if (cClient) return cClient;
+  const dir = mkdtempSync(join(tmpdir(), "open-conns-"));
+  cClient = join(dir, "open-conns");
+  execFileSync("cc", ["-O2", "-o", cClient, join(dirname(self), "c", "open-conns.c"), "-lrdmacm"]);
+  return cClient;
+}
+
+/** Runs a server (our stream server for `rdma` and `c`), then the client; its cost per connection. */
+async function measure(which: string, ringBytes: number, depth: number): Promise<PerConnection> {
+  const serverImpl = which === "tcp" ? "tcp" : "rdma";
+  const common = ["--address", address, "--n", String(N), "--warm", String(WARM)];
   if (ringBytes) common.push("--ring", String(ringBytes));
+  if (depth) common.push("--queue", String(depth));
   let port = 0;
   let ready: () => void;
   const listening = new Promise<void>((r) => (ready = r));
-  const srv = runChild(runtimeArgv(["--role", "server", ...common]), {
+  const srv = runChild(runtimeArgv(["--role", "server", "--impl", serverImpl, ...common]), {
     timeoutMs: 600_000,
     onLine: (l) => {
       if (l.startsWith("port ")) {
@@ -150,40 +201,61 @@ async function measure(which: string, ringBytes: number): Promise<Record<string,
   });
   await Promise.race([listening, srv.done]);
   if (!port) throw new Error(`server did not start: ${(await srv.done).stderr}`);
-  const cli = await runChild(runtimeArgv(["--role", "client", "--port", String(port), ...common]), {
-    timeoutMs: 600_000,
-  }).done;
+  const argv = which === "c"
+    ? [
+      cClientPath(),
+      address,
+      String(port),
+      String(WARM),
+      String(N),
+      String(ringBytes),
+      String(depth),
+    ]
+    : runtimeArgv(["--role", "client", "--impl", which, "--port", String(port), ...common]);
+  const cli = await runChild(argv, { timeoutMs: 600_000 }).done;
   srv.kill();
   const line = cli.stdout.split("\n").find((l) => l.startsWith("{"));
   if (!line) throw new Error(`client failed: ${cli.stderr}`);
-  const r = JSON.parse(line) as { before: Reading; after: Reading };
-  const per = (k: keyof Reading) => (r.after[k] - r.before[k]) / N;
-  return {
-    heap: per("heap"),
-    rss: per("rss"),
-    fds: per("fds"),
-    objects: per("objects"),
-    nativeBytes: per("nativeBytes"),
-    rssBefore: r.before.rss,
+  const r = JSON.parse(line) as {
+    before: Partial<Reading>;
+    after: Partial<Reading>;
+    grown?: [string, number][];
   };
+  if (r.grown) {
+    const parts = r.grown.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(", ");
+    console.error(
+      `${which} ${ringBytes || "default"} ${
+        depth || "default"
+      }: KiB per connection by mapping: ${parts}`,
+    );
+  }
+  return perConnection(r.before, r.after);
 }
 
 async function driver(): Promise<void> {
   const rt = isBun ? `Bun ${process.versions.bun}` : `Deno ${Deno.version.deno}`;
-  const rows: [string, Record<string, number>][] = [
-    ["TCP (`node:net`)", await measure("tcp", 0)],
-    ["ours, 128 KiB rings (default)", await measure("rdma", 0)],
-    [`ours, ${BUFFER} B rings`, await measure("rdma", BUFFER)],
+  const small = `${BUFFER} B rings`;
+  const rows: [string, PerConnection][] = [
+    ["TCP (`node:net`)", await measure("tcp", 0, 0)],
+    ["C rsocket, defaults (128 KiB rings, 384-deep queues)", await measure("c", 0, 0)],
+    ["ours, defaults", await measure("rdma", 0, 0)],
+    [`C rsocket, ${small}`, await measure("c", BUFFER, 0)],
+    [`ours, ${small}`, await measure("rdma", BUFFER, 0)],
+    [`C rsocket, ${small}, 16-deep queues`, await measure("c", BUFFER, 16)],
+    [`ours, ${small}, 16-deep queues`, await measure("rdma", BUFFER, 16)],
   ];
-  const kib = (b: number) => (b / 1024).toFixed(1);
+  const kib = (b: number | null) => (b === null ? "—" : (b / 1024).toFixed(1));
+  const one = (v: number | null) => (v === null ? "—" : v.toFixed(1));
   console.log(`\n${rt}, ${N} connections held open by one client process, per connection:\n`);
-  console.log("| | JS heap (KiB) | RSS (KiB) | fds | native objects | native bytes held (KiB) |");
+  console.log(
+    "| client | JS heap (KiB) | RSS (KiB) | fds | native objects | native bytes held (KiB) |",
+  );
   console.log("|---|---|---|---|---|---|");
   for (const [name, r] of rows) {
     console.log(
-      `| ${name} | ${kib(r.heap)} | ${kib(r.rss)} | ${r.fds.toFixed(1)} | ${
-        r.objects.toFixed(1)
-      } | ${kib(r.nativeBytes)} |`,
+      `| ${name} | ${kib(r.heap)} | ${kib(r.rss)} | ${one(r.fds)} | ${one(r.objects)} | ${
+        kib(r.nativeBytes)
+      } |`,
     );
   }
 }
