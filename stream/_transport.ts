@@ -146,25 +146,27 @@ export class VerbsTransport implements StreamTransport {
   // RDMA WRITE WITH IMMEDIATE with 0, 1 or 2 SGEs (IB/RoCE)
   readonly #imm0: Prepared | null = null;
   readonly #imm1: Prepared | null = null;
-  readonly #imm2: Prepared | null = null;
+  #imm2: Prepared | null = null; // made at the first chunk that wraps around the ring's end
   // iWARP: [RDMA WRITE, SEND] pairs with 1 or 2 SGEs in the write, and a lone SEND
   readonly #pair1: Prepared | null = null;
-  readonly #pair2: Prepared | null = null;
+  #pair2: Prepared | null = null; // made at the first chunk that wraps
   readonly #msg: PreparedSend | null = null;
-  // keepalive: a zero-length RDMA WRITE without immediate data
-  readonly #probe: PreparedSend;
+  // keepalive: a zero-length RDMA WRITE without immediate data (made at the first probe)
+  #probe: PreparedSend | null = null;
   // riowrite: plain RDMA WRITE with 1 or 2 SGEs (made on first use)
   #direct1: Prepared | null = null;
   #direct2: Prepared | null = null;
   #pending: Prepared | null = null;
   // receives: no SGE (posted in batches), or one 4-byte slot (iWARP)
-  readonly #recv1: PreparedRecv | null = null;
+  #recv1: PreparedRecv | null = null; // made when receives are due in less than a batch
   readonly #recvBatch: PreparedRecv | null = null;
   readonly #recvSlot: PreparedRecv | null = null;
   #recvsDue = 0;
   readonly #native: Native = native();
   /** Receives posted together ({@link receiveBatch} of the receive queue's depth). */
   readonly #recvBatchSize: number;
+  /** Where iWARP's message SEND takes its 4 bytes: the last 8 of the send area. */
+  #messageOffset = 0;
 
   /** Creates the verbs objects on `id` (address resolved, or an incoming request) and the engine. */
   constructor(id: CmId, sizes: StreamSizes) {
@@ -218,53 +220,22 @@ export class VerbsTransport implements StreamTransport {
       const local = AccessFlags.LOCAL_WRITE;
       const remote = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE;
       this.sendMr = pd.allocBuffer(sendMemorySize(config), { access: local });
+      this.#messageOffset = sendMemorySize(config) - 8;
       this.recvMr = pd.allocBuffer(receiveMemorySize(config), { access: remote });
       this.targetMr = pd.allocBuffer(targetMemorySize(config), { access: remote });
-      const mr = this.sendMr;
-      const sge = (n: number) => Array.from({ length: n }, () => ({ mr, offset: 0, length: 1 }));
-      const make = (wrs: SendWr[]) => new Prepared(this.qp.prepareSend(wrs), wrs, mr.length);
-      const remoteZero = { addr: 0, rkey: 0 };
       if (!iwarp) {
-        const imm = (n: number): SendWr => ({
-          opcode: WrOpcode.RDMA_WRITE_WITH_IMM,
-          flags: SIGNALED,
-          imm: 0,
-          remote: remoteZero,
-          sg: sge(n),
-        });
-        this.#imm0 = make([imm(0)]);
-        this.#imm1 = make([imm(1)]);
-        this.#imm2 = make([imm(2)]);
+        this.#imm0 = this.#prepare([this.#immWr(0)]);
+        this.#imm1 = this.#prepare([this.#immWr(1)]);
         const recv = { wrId: RECV_WR_ID, sg: [] };
-        this.#recv1 = this.qp.prepareRecv(recv);
         this.#recvBatch = this.qp.prepareRecv(new Array(this.#recvBatchSize).fill(recv));
       } else {
-        const msgOff = sendMemorySize(config) - 8;
-        const send: SendWr = {
-          opcode: WrOpcode.SEND,
-          flags: INLINE,
-          sg: [{ mr, offset: msgOff, length: RS_MSG_SIZE }],
-        };
-        const write = (n: number): SendWr => ({
-          opcode: WrOpcode.RDMA_WRITE,
-          flags: SIGNALED,
-          remote: remoteZero,
-          sg: sge(n),
-        });
-        this.#pair1 = make([write(1), send]);
-        this.#pair2 = make([write(2), send]);
-        this.#msg = this.qp.prepareSend(send);
+        this.#pair1 = this.#prepare([this.#writeWr(1), this.#messageWr()]);
+        this.#msg = this.qp.prepareSend(this.#messageWr());
         this.#recvSlot = this.qp.prepareRecv({
           wrId: RECV_WR_ID,
           sg: [{ mr: this.recvMr, offset: config.receiveBufferSize, length: RS_MSG_SIZE }],
         });
       }
-      this.#probe = this.qp.prepareSend({
-        opcode: WrOpcode.RDMA_WRITE,
-        flags: SIGNALED,
-        remote: remoteZero,
-        sg: [],
-      });
       this.engine = new StreamEngine(config, {
         send: this.sendMr.buffer,
         recv: this.recvMr.buffer,
@@ -294,8 +265,9 @@ export class VerbsTransport implements StreamTransport {
     imm: number,
   ): void {
     let w: Prepared;
-    if (imm >= 0) w = len1 === 0 ? this.#imm0! : len2 === 0 ? this.#imm1! : this.#imm2!;
-    else w = len2 === 0 ? this.#pair1! : this.#pair2!;
+    if (imm >= 0) {
+      w = len1 === 0 ? this.#imm0! : len2 === 0 ? this.#imm1! : (this.#imm2 ??= this.#wrapping());
+    } else w = len2 === 0 ? this.#pair1! : (this.#pair2 ??= this.#wrapping());
     const p = w.p;
     p.setWrId(0, wrId);
     p.setRemoteAddrWords(0, remoteHigh, remoteLow);
@@ -350,14 +322,51 @@ export class VerbsTransport implements StreamTransport {
   }
 
   #prepareDirect(n: number): Prepared {
+    return this.#prepare([this.#writeWr(n)]);
+  }
+
+  /** The data chunk that wraps around the send ring's end (two SGEs), prepared on first use. */
+  #wrapping(): Prepared {
+    return this.#prepare(
+      this.messageSend ? [this.#writeWr(2), this.#messageWr()] : [this.#immWr(2)],
+    );
+  }
+
+  #prepare(wrs: SendWr[]): Prepared {
+    return new Prepared(this.qp.prepareSend(wrs), wrs, this.sendMr.length);
+  }
+
+  /** `n` placeholder SGEs in the send ring (set per post). */
+  #sges(n: number): { mr: MemoryRegion; offset: number; length: number }[] {
     const mr = this.sendMr;
-    const wr: SendWr = {
+    return Array.from({ length: n }, () => ({ mr, offset: 0, length: 1 }));
+  }
+
+  /** RDMA WRITE WITH IMMEDIATE of `n` SGEs (IB/RoCE data and messages). */
+  #immWr(n: number): SendWr {
+    return {
+      opcode: WrOpcode.RDMA_WRITE_WITH_IMM,
+      flags: SIGNALED,
+      imm: 0,
+      remote: { addr: 0, rkey: 0 },
+      sg: this.#sges(n),
+    };
+  }
+
+  /** Plain RDMA WRITE of `n` SGEs (iWARP data, `riowrite`; with none, the keepalive probe). */
+  #writeWr(n: number): SendWr {
+    return {
       opcode: WrOpcode.RDMA_WRITE,
       flags: SIGNALED,
       remote: { addr: 0, rkey: 0 },
-      sg: Array.from({ length: n }, () => ({ mr, offset: 0, length: 1 })),
+      sg: this.#sges(n),
     };
-    return new Prepared(this.qp.prepareSend([wr]), [wr], mr.length);
+  }
+
+  /** iWARP's message: a 4-byte inline SEND from its slot at the send area's end. */
+  #messageWr(): SendWr {
+    const sg = [{ mr: this.sendMr, offset: this.#messageOffset, length: RS_MSG_SIZE }];
+    return { opcode: WrOpcode.SEND, flags: INLINE, sg };
   }
 
   /** What the connection runs with (`conn.info`). */
@@ -384,8 +393,9 @@ export class VerbsTransport implements StreamTransport {
 
   /** Posts rsocket's keepalive probe; see {@link StreamTransport.probe}. */
   probe(wrId: number): void {
-    this.#probe.setWrId(0, wrId);
-    this.#probe.post();
+    const p = this.#probe ??= this.qp.prepareSend(this.#writeWr(0));
+    p.setWrId(0, wrId);
+    p.post();
   }
 
   /**
@@ -412,8 +422,10 @@ export class VerbsTransport implements StreamTransport {
       this.#recvBatch!.post();
       this.#recvsDue -= this.#recvBatchSize;
     }
+    if (this.#recvsDue === 0) return;
+    const one = this.#recv1 ??= this.qp.prepareRecv({ wrId: RECV_WR_ID, sg: [] });
     while (this.#recvsDue > 0) {
-      this.#recv1!.post();
+      one.post();
       this.#recvsDue--;
     }
   }
