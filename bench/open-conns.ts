@@ -140,12 +140,17 @@ async function client(port: number): Promise<void> {
   await open(WARM);
   const before = await reading();
   const mapsBefore = residentByMapping();
+  const kindsBefore = nativeCensus().objects;
   await open(N);
   const after = await reading();
+  // the census's objects per connection, by kind
+  const kinds = Object.entries(nativeCensus().objects)
+    .map(([k, v]) => [k, (v - (kindsBefore[k] ?? 0)) / N])
+    .filter(([, v]) => v !== 0);
   // KiB per connection by mapping, the six that grew most
   const grown = [...residentByMapping()].map(([k, v]) => [k, (v - (mapsBefore.get(k) ?? 0)) / N])
     .sort((a, b) => (b[1] as number) - (a[1] as number)).slice(0, 6);
-  console.log(JSON.stringify({ impl, n: N, ring, before, after, grown }));
+  console.log(JSON.stringify({ impl, n: N, ring, before, after, grown, kinds }));
   for (const c of held) c instanceof net.Socket ? c.destroy() : c.close();
   process.exit(0);
 }
@@ -220,7 +225,14 @@ async function measure(which: string, ringBytes: number, depth: number): Promise
     before: Partial<Reading>;
     after: Partial<Reading>;
     grown?: [string, number][];
+    kinds?: [string, number][];
   };
+  if (r.kinds?.length) {
+    const parts = r.kinds.map(([k, v]) => `${k} ${v}`).join(", ");
+    console.error(
+      `${which} ${ringBytes || "default"} ${depth || "default"}: objects per connection: ${parts}`,
+    );
+  }
   if (r.grown) {
     const parts = r.grown.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(", ");
     console.error(
