@@ -219,8 +219,9 @@ export class VerbsTransport implements StreamTransport {
       };
       const local = AccessFlags.LOCAL_WRITE;
       const remote = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE;
-      this.sendMr = pd.allocBuffer(sendMemorySize(config), { access: local });
-      this.#messageOffset = sendMemorySize(config) - 8;
+      const sendSize = sendMemorySize(config);
+      this.sendMr = pd.allocBuffer(sendSize, { access: local });
+      this.#messageOffset = sendSize - 8;
       this.recvMr = pd.allocBuffer(receiveMemorySize(config), { access: remote });
       this.targetMr = pd.allocBuffer(targetMemorySize(config), { access: remote });
       if (!iwarp) {
@@ -309,8 +310,8 @@ export class VerbsTransport implements StreamTransport {
     rkey: number,
   ): void {
     const w = len2 === 0
-      ? (this.#direct1 ??= this.#prepareDirect(1))
-      : (this.#direct2 ??= this.#prepareDirect(2));
+      ? (this.#direct1 ??= this.#prepare([this.#writeWr(1)]))
+      : (this.#direct2 ??= this.#prepare([this.#writeWr(2)]));
     const p = w.p;
     p.setWrId(0, wrId);
     p.setRemoteAddrWords(0, remoteHigh, remoteLow);
@@ -321,10 +322,6 @@ export class VerbsTransport implements StreamTransport {
     p.post();
   }
 
-  #prepareDirect(n: number): Prepared {
-    return this.#prepare([this.#writeWr(n)]);
-  }
-
   /** The data chunk that wraps around the send ring's end (two SGEs), prepared on first use. */
   #wrapping(): Prepared {
     return this.#prepare(
@@ -332,6 +329,7 @@ export class VerbsTransport implements StreamTransport {
     );
   }
 
+  /** Prepares `wrs` on the QP with the SGE bookkeeping of {@link Prepared}. */
   #prepare(wrs: SendWr[]): Prepared {
     return new Prepared(this.qp.prepareSend(wrs), wrs, this.sendMr.length);
   }
