@@ -301,9 +301,14 @@ export class RemoteOps {
     this.#slotLen = new Float64Array(depth);
     this.#slotLocal = new Array(depth).fill(null);
     this.#stageSlots = Math.min(STAGING_SLOTS, depth);
-    core.onOneSided = (slot, status, error) => this.#complete(slot, status, error);
+    // bound methods, not closures (docs/06-lifetimes.md)
+    core.onOneSided = this.#complete.bind(this);
     for (const id of core.engine.takeNotices()) this.#revoked.add(id);
-    core.engine.onNotice = (id) => this.#revoked.add(id);
+    core.engine.onNotice = this.#noteRevoked.bind(this);
+  }
+
+  #noteRevoked(id: number): void {
+    this.#revoked.add(id);
   }
 
   /** `conn.expose()`. */

@@ -19,6 +19,9 @@ import type { QueuePair } from "./qp.ts";
 import type { SharedReceiveQueue } from "./srq.ts";
 import { checkInteger, describe } from "../types/check.ts";
 
+/** The state check of a queue whose posts need none (an SRQ's). */
+export const NO_STATE_CHECK = (): void => {};
+
 /** Makes checked send WRs into a PreparedSend (module-private: `qp.prepareSend`). */
 export function prepareSend(
   qp: QueuePair,

@@ -198,8 +198,9 @@ export class QueuePairEx extends QueuePair {
   readonly #calls: WrCalls;
   readonly #limits: SendLimits;
   readonly #one = new One<SendWrEx>();
-  readonly #problem: (wr: SendWrEx) => string | null;
-  readonly #post: (wrs: readonly SendWrEx[], count: number) => void;
+  // bound methods, not closures: see QueuePair (docs/06-lifetimes.md)
+  readonly #problem = this.#wrProblem.bind(this);
+  readonly #post = this.#postValid.bind(this);
   #batch: SendBatch | null = null;
 
   /** Not for direct use: `pd.createQpEx()` checks the init, creates the QP and makes one. */
@@ -222,18 +223,19 @@ export class QueuePairEx extends QueuePair {
       maxSendSge: this.cap.maxSendSge,
       maxInlineData: this.cap.maxInlineData,
     });
-    this.#problem = (wr) => this.#wrProblem(wr);
-    this.#post = (wrs, count) => {
-      const calls = this.#calls;
-      calls.start();
-      try {
-        for (let i = 0; i < count; i++) calls.build(wrs[i]);
-      } catch (e) {
-        calls.abort();
-        throw e;
-      }
-      calls.complete();
-    };
+  }
+
+  /** Posts checked WRs as one `ibv_wr_start` ... `ibv_wr_complete` batch. */
+  #postValid(wrs: readonly SendWrEx[], count: number): void {
+    const calls = this.#calls;
+    calls.start();
+    try {
+      for (let i = 0; i < count; i++) calls.build(wrs[i]);
+    } catch (e) {
+      calls.abort();
+      throw e;
+    }
+    calls.complete();
   }
 
   /** Refuses classic posts while an `ibv_wr_*` batch holds the send queue. */

@@ -113,12 +113,15 @@ export class QueuePair extends NativeResource {
   readonly #release: () => void;
   readonly #oneSend = new One<SendWr>();
   readonly #oneRecv = new One<RecvWr>();
-  readonly #sendProblem: (wr: SendWr) => string | null;
-  readonly #recvProblem: (wr: RecvWr) => string | null;
-  readonly #postSend: (wrs: readonly SendWr[], count: number) => void;
-  readonly #postRecv: (wrs: readonly RecvWr[], count: number) => void;
-  readonly #checkSend = () => this.#checkSendState();
-  readonly #checkRecv = () => this.#checkRecvState();
+  // callbacks handed to postChecked and the prepared lists: bound methods, not closures (an
+  // object that stores a closure outlives Deno's young-generation collections while the code that
+  // made it runs unoptimized, and a QP reaches its whole connection: docs/06-lifetimes.md)
+  readonly #sendProblem = this.#sendWrProblem.bind(this);
+  readonly #recvProblem = this.#recvWrProblem.bind(this);
+  readonly #postSend = this.#postValidSends.bind(this);
+  readonly #postRecv = this.#postValidRecvs.bind(this);
+  readonly #checkSend = this.#checkSendState.bind(this);
+  readonly #checkRecv = this.#checkRecvState.bind(this);
 
   /**
    * Not for direct use: `pd.createQp()` makes QPs (`pd.createQpEx()` and `id.createQp()` too):
@@ -152,15 +155,6 @@ export class QueuePair extends NativeResource {
       maxSendSge: cap.maxSendSge,
       maxInlineData: cap.maxInlineData,
     });
-    const limits = this.#limits;
-    const maxRecvSge = cap.maxRecvSge;
-    this.#sendProblem = (wr) => sendWrProblem(wr, limits);
-    this.#recvProblem = (wr) => recvWrProblem(wr, pd, maxRecvSge);
-    this.#postSend = (wrs, count) => {
-      this.#send.postSend(wrs, count);
-      commitBinds(wrs, count);
-    };
-    this.#postRecv = (wrs, count) => this.#recv.postRecv(wrs, count);
     attachTarget(this.sendCq, this);
     if (this.recvCq !== this.sendCq) attachTarget(this.recvCq, this);
     rememberObject(pd.context, qp, this);
@@ -280,6 +274,23 @@ export class QueuePair extends NativeResource {
       return native().ibverbs[op](this.ptr, b.ptr, lid);
     });
     if (rc !== 0) throwReturned(op, rc, `QP ${this.qpNum}, group ${formatGid(raw)}`);
+  }
+
+  #sendWrProblem(wr: SendWr): string | null {
+    return sendWrProblem(wr, this.#limits);
+  }
+
+  #recvWrProblem(wr: RecvWr): string | null {
+    return recvWrProblem(wr, this.pd, this.cap.maxRecvSge);
+  }
+
+  #postValidSends(wrs: readonly SendWr[], count: number): void {
+    this.#send.postSend(wrs, count);
+    commitBinds(wrs, count);
+  }
+
+  #postValidRecvs(wrs: readonly RecvWr[], count: number): void {
+    this.#recv.postRecv(wrs, count);
   }
 
   #checkSendState(): void {

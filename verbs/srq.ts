@@ -13,7 +13,7 @@ import { NativeBlock } from "../ffi/memory.ts";
 import { checkConstruct, checkResource, NativeResource } from "../ffi/resource.ts";
 import { ListPoster, One, postChecked } from "./_post.ts";
 import { InvalidWorkRequestError } from "./post-errors.ts";
-import { type PreparedRecv, prepareRecv } from "./prepared.ts";
+import { NO_STATE_CHECK, type PreparedRecv, prepareRecv } from "./prepared.ts";
 import { type RecvWr, recvWrProblem } from "./wr.ts";
 import type { Context } from "./context.ts";
 import { forgetObject, rememberObject } from "./_objects.ts";
@@ -55,8 +55,9 @@ export class SharedReceiveQueue extends NativeResource {
   readonly #attr: NativeBlock;
   readonly #post: ListPoster;
   readonly #one = new One<RecvWr>();
-  readonly #problem: (wr: RecvWr) => string | null;
-  readonly #postRecv: (wrs: readonly RecvWr[], count: number) => void;
+  // bound methods, not closures: see QueuePair (docs/06-lifetimes.md)
+  readonly #problem = this.#recvWrProblem.bind(this);
+  readonly #postRecv = this.#postValidRecvs.bind(this);
 
   /** Not for direct use: `pd.createSrq()` makes one. */
   constructor(pd: ProtectionDomain, init: SrqInit, token: symbol) {
@@ -98,10 +99,15 @@ export class SharedReceiveQueue extends NativeResource {
       srq,
       L.ibv_recv_wr.size,
     );
-    const maxSgeGranted = maxSge;
-    this.#problem = (wr) => recvWrProblem(wr, pd, maxSgeGranted);
-    this.#postRecv = (wrs, count) => this.#post.postRecv(wrs, count);
     rememberObject(pd.context, srq, this);
+  }
+
+  #recvWrProblem(wr: RecvWr): string | null {
+    return recvWrProblem(wr, this.pd, this.maxSge);
+  }
+
+  #postValidRecvs(wrs: readonly RecvWr[], count: number): void {
+    this.#post.postRecv(wrs, count);
   }
 
   /** Checks and posts receive WRs (WRs before an invalid one are posted). */
@@ -122,7 +128,7 @@ export class SharedReceiveQueue extends NativeResource {
       const p = this.#problem(wr);
       if (p) throw new InvalidWorkRequestError("prepareRecv", i, p);
     });
-    return prepareRecv(this, "post_srq_recv", list, () => {});
+    return prepareRecv(this, "post_srq_recv", list, NO_STATE_CHECK);
   }
 
   /**

@@ -164,8 +164,9 @@ export class XrcSrq extends NativeResource {
   readonly maxSge: number;
   readonly #post: ListPoster;
   readonly #one = new One<RecvWr>();
-  readonly #problem: (wr: RecvWr) => string | null;
-  readonly #postRecv: (wrs: readonly RecvWr[], count: number) => void;
+  // bound methods, not closures: see QueuePair (docs/06-lifetimes.md)
+  readonly #problem = this.#recvWrProblem.bind(this);
+  readonly #postRecv = this.#postValidRecvs.bind(this);
 
   /** Not for direct use: `xrcd.createSrq()` makes one. */
   constructor(xrcd: XrcDomain, init: XrcSrqInit, token: symbol) {
@@ -241,9 +242,15 @@ export class XrcSrq extends NativeResource {
       ptr,
       L.ibv_recv_wr.size,
     );
-    this.#problem = (w) => recvWrProblem(w, pd, sge);
-    this.#postRecv = (wrs, count) => this.#post.postRecv(wrs, count);
     rememberObject(context, ptr, this);
+  }
+
+  #recvWrProblem(wr: RecvWr): string | null {
+    return recvWrProblem(wr, this.pd, this.maxSge);
+  }
+
+  #postValidRecvs(wrs: readonly RecvWr[], count: number): void {
+    this.#post.postRecv(wrs, count);
   }
 
   /** Checks and posts receive WRs (WRs before an invalid one are posted). */
