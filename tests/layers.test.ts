@@ -229,3 +229,49 @@ test("layers: every weak map of the library is one whose entries go when their k
   );
   assert.deepEqual(found.sort(), Object.keys(WEAK_MAPS).sort());
 });
+
+/**
+ * A closure that an object's constructor stores keeps the object, and all it reaches, alive
+ * through Deno's young-generation collections while the constructor runs unoptimized (most do:
+ * one QP per connection never gets hot), so closed connections were promoted whole
+ * (docs/06-lifetimes.md). Constructors store bound methods instead; the few stored closures left
+ * are listed here with why they cannot do that.
+ */
+const CONSTRUCTOR_CLOSURES: Record<string, string> = {
+  "ffi/build.ts this.call": "captures the bound function and its arguments, not the object",
+  "ffi/wait-bun.ts this.#worker.onmessage": "one waiter per poller, which lives as long",
+  "ffi/wait-bun.ts this.#handlers": "one waiter per poller, which lives as long",
+  "poller/poller.ts this.#waiterOptions": "one per poller, which lives as long",
+};
+
+/** The bodies of the constructors in `src` (from the `{` after the parameters to its `}`). */
+function constructorBodies(src: string): string[] {
+  const bodies: string[] = [];
+  for (const m of src.matchAll(/\n\s*constructor\(/g)) {
+    let i = m.index! + m[0].length - 1;
+    for (let depth = 0;; i++) {
+      if (src[i] === "(") depth++;
+      else if (src[i] === ")" && --depth === 0) break;
+    }
+    const open = src.indexOf("{", i);
+    let end = open;
+    for (let depth = 0;; end++) {
+      if (src[end] === "{") depth++;
+      else if (src[end] === "}" && --depth === 0) break;
+    }
+    bodies.push(src.slice(open, end));
+  }
+  return bodies;
+}
+
+test("layers: constructors store no closures (bound methods instead)", () => {
+  const found = LAYERS.flatMap((l) => files(l)).flatMap((f) =>
+    constructorBodies(readFileSync(join(ROOT, f), "utf8")).flatMap((body) =>
+      [...body.matchAll(/\n\s*((?:this|\w+)(?:\.#?\w+)+) = ([^;]*);/g)]
+        // an arrow or function expression stored, not one passed to a call made right away
+        .filter(([, , rhs]) => /=>|\bfunction\b/.test(rhs) && !/^[\w.#]+\(/.test(rhs))
+        .map(([, target]) => `${f} ${target}`)
+    )
+  );
+  assert.deepEqual(found.sort(), Object.keys(CONSTRUCTOR_CLOSURES).sort());
+});
