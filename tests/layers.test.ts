@@ -234,8 +234,8 @@ test("layers: every weak map of the library is one whose entries go when their k
  * A closure that an object's constructor stores keeps the object, and all it reaches, alive
  * through Deno's young-generation collections while the constructor runs unoptimized (most do:
  * one QP per connection never gets hot), so closed connections were promoted whole
- * (docs/06-lifetimes.md). Constructors store bound methods instead; the few stored closures left
- * are listed here with why they cannot do that.
+ * (docs/06-lifetimes.md). Classes hand out module-level functions shared by all their objects, or
+ * bound methods, instead; the few stored closures left are listed here with why they may.
  */
 const CONSTRUCTOR_CLOSURES: Record<string, string> = {
   "ffi/build.ts this.call": "captures the bound function and its arguments, not the object",
@@ -264,7 +264,7 @@ function constructorBodies(src: string): string[] {
   return bodies;
 }
 
-test("layers: constructors store no closures (bound methods instead)", () => {
+test("layers: constructors store no closures", () => {
   const found = LAYERS.flatMap((l) => files(l)).flatMap((f) =>
     constructorBodies(readFileSync(join(ROOT, f), "utf8")).flatMap((body) =>
       [...body.matchAll(/\n\s*((?:this|\w+)(?:\.#?\w+)+) = ([^;]*);/g)]

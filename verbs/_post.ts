@@ -60,26 +60,29 @@ export class PostCall {
 }
 
 /**
- * Checks each WR with `problem`; posts the valid prefix with `post` (as `ibv_post_send` does up
- * to `bad_wr`), then throws {@link InvalidWorkRequestError} for the first invalid WR.
+ * Checks each WR of `owner` with `problem`; posts the valid prefix with `post` (as
+ * `ibv_post_send` does up to `bad_wr`), then throws {@link InvalidWorkRequestError} for the first
+ * invalid WR. `problem` and `post` are module-level hooks of the owner's class, shared by all its
+ * objects (an object stores no callback of its own: docs/06-lifetimes.md).
  */
-export function postChecked<W>(
+export function postChecked<O, W>(
   what: string,
+  owner: O,
   wrs: readonly W[],
-  problem: (wr: W) => string | null,
-  post: (wrs: readonly W[], count: number) => void,
+  problem: (owner: O, wr: W) => string | null,
+  post: (owner: O, wrs: readonly W[], count: number) => void,
 ): void {
   let bad = -1;
   let reason: string | null = null;
   for (let i = 0; i < wrs.length; i++) {
-    reason = problem(wrs[i]);
+    reason = problem(owner, wrs[i]);
     if (reason !== null) {
       bad = i;
       break;
     }
   }
   const count = bad < 0 ? wrs.length : bad;
-  if (count > 0) post(wrs, count);
+  if (count > 0) post(owner, wrs, count);
   if (bad >= 0) throw new InvalidWorkRequestError(what, bad, reason!);
 }
 

@@ -19,26 +19,36 @@ import type { QueuePair } from "./qp.ts";
 import type { SharedReceiveQueue } from "./srq.ts";
 import { checkInteger, describe } from "../types/check.ts";
 
+/** A queue that prepared lists post on. */
+export type PostOwner = QueuePair | SharedReceiveQueue;
+
+/**
+ * What a prepared list calls before each post, with its queue: a module-level function of the
+ * queue's class (shared by all its queues, so a queue stores no callback of its own:
+ * docs/06-lifetimes.md). The factories below pair each list with its queue's own check.
+ */
+export type StateCheck = (owner: PostOwner) => void;
+
 /** The state check of a queue whose posts need none (an SRQ's). */
-export const NO_STATE_CHECK = (): void => {};
+export const NO_STATE_CHECK: StateCheck = () => {};
 
 /** Makes checked send WRs into a PreparedSend (module-private: `qp.prepareSend`). */
 export function prepareSend(
   qp: QueuePair,
   wrs: readonly SendWr[],
-  check: () => void,
+  check: (qp: QueuePair) => void,
 ): PreparedSend {
-  return new PreparedSend(qp, wrs, check, CONSTRUCT);
+  return new PreparedSend(qp, wrs, check as StateCheck, CONSTRUCT);
 }
 
 /** Makes checked receive WRs into a PreparedRecv (module-private: `prepareRecv`). */
-export function prepareRecv(
-  owner: QueuePair | SharedReceiveQueue,
+export function prepareRecv<O extends PostOwner>(
+  owner: O,
   op: "post_recv" | "post_srq_recv",
   wrs: readonly RecvWr[],
-  check: () => void,
+  check: (owner: O) => void,
 ): PreparedRecv {
-  return new PreparedRecv(owner, op, wrs, check, CONSTRUCT);
+  return new PreparedRecv(owner, op, wrs, check as StateCheck, CONSTRUCT);
 }
 
 // what a WR without SGEs keeps (shared: nothing is ever written to them, see `#sge`)
@@ -53,7 +63,8 @@ export abstract class PreparedList extends NativeResource {
   protected readonly view: DataView;
   readonly #list: WrList;
   readonly #call: PostCall;
-  readonly #check: () => void;
+  readonly #owner: PostOwner;
+  readonly #check: StateCheck;
   readonly #sgeMr: MemoryRegion[][];
   readonly #sgeOffset: number[][];
   readonly #sgeSize: number;
@@ -63,10 +74,10 @@ export abstract class PreparedList extends NativeResource {
   /** Builds the list; the subclass encodes the WRs. */
   protected constructor(
     kind: "PreparedSend" | "PreparedRecv",
-    owner: QueuePair | SharedReceiveQueue,
+    owner: PostOwner,
     op: PostOp,
     wrs: readonly SendWr[] | readonly RecvWr[],
-    check: () => void,
+    check: StateCheck,
     token: symbol,
   ) {
     checkConstruct(token, "prepared WRs are made by qp/srq.prepareSend/prepareRecv()");
@@ -79,6 +90,7 @@ export abstract class PreparedList extends NativeResource {
     if (send) list.encodeSend(wrs as readonly SendWr[], wrs.length);
     else list.encodeRecv(wrs as readonly RecvWr[], wrs.length);
     this.view = list.block.view;
+    this.#owner = owner;
     this.#check = check;
     this.#call = new PostCall(op, owner.context.op(op)!, owner.ptr, list);
     this.#sgeMr = wrs.map((w) => w.sg?.length ? w.sg.map((s) => s.mr) : NO_MRS);
@@ -91,7 +103,7 @@ export abstract class PreparedList extends NativeResource {
   /** Posts the whole list again: one FFI call, no allocation. */
   post(): void {
     if (this.closed) this.assertOpen();
-    this.#check();
+    this.#check(this.#owner);
     this.#call.run(this.#list);
   }
 
@@ -155,7 +167,7 @@ export class PreparedSend extends PreparedList {
   readonly #F = layouts().ibv_send_wr.fields;
 
   /** Not for direct use: `qp.prepareSend()` checks the WRs and makes one. */
-  constructor(qp: QueuePair, wrs: readonly SendWr[], check: () => void, token: symbol) {
+  constructor(qp: QueuePair, wrs: readonly SendWr[], check: StateCheck, token: symbol) {
     super("PreparedSend", qp, "post_send", wrs, check, token);
     this.#ops = wrs.map((w) => w.opcode ?? WrOpcode.SEND);
   }
@@ -246,10 +258,10 @@ export class PreparedSend extends PreparedList {
 export class PreparedRecv extends PreparedList {
   /** Not for direct use: `qp.prepareRecv()` / `srq.prepareRecv()` check the WRs and make one. */
   constructor(
-    owner: QueuePair | SharedReceiveQueue,
+    owner: PostOwner,
     op: "post_recv" | "post_srq_recv",
     wrs: readonly RecvWr[],
-    check: () => void,
+    check: StateCheck,
     token: symbol,
   ) {
     super("PreparedRecv", owner, op, wrs, check, token);

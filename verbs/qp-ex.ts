@@ -185,6 +185,15 @@ interface ExParts {
 }
 
 /**
+ * What `postChecked` calls on an extended QP (module-private; filled by the class's static
+ * block): shared by every one, so a QP stores no callback of its own (docs/06-lifetimes.md).
+ */
+let internals: {
+  problem(qp: QueuePairEx, wr: SendWrEx): string | null;
+  post(qp: QueuePairEx, wrs: readonly SendWrEx[], count: number): void;
+};
+
+/**
  * A QP created with `ibv_create_qp_ex` and `send_ops_flags`: everything a {@link QueuePair}
  * does, plus the `ibv_wr_*` post API (see the module doc).
  */
@@ -198,9 +207,6 @@ export class QueuePairEx extends QueuePair {
   readonly #calls: WrCalls;
   readonly #limits: SendLimits;
   readonly #one = new One<SendWrEx>();
-  // bound methods, not closures: see QueuePair (docs/06-lifetimes.md)
-  readonly #problem = this.#wrProblem.bind(this);
-  readonly #post = this.#postValid.bind(this);
   #batch: SendBatch | null = null;
 
   /** Not for direct use: `pd.createQpEx()` checks the init, creates the QP and makes one. */
@@ -223,6 +229,13 @@ export class QueuePairEx extends QueuePair {
       maxSendSge: this.cap.maxSendSge,
       maxInlineData: this.cap.maxInlineData,
     });
+  }
+
+  static {
+    internals = {
+      problem: (qp, wr) => qp.#wrProblem(wr),
+      post: (qp, wrs, count) => qp.#postValid(wrs, count),
+    };
   }
 
   /** Posts checked WRs as one `ibv_wr_start` ... `ibv_wr_complete` batch. */
@@ -277,7 +290,7 @@ export class QueuePairEx extends QueuePair {
   postSendEx(wrs: SendWrEx | readonly SendWrEx[]): void {
     this.#checkPost("ibv_wr_start");
     try {
-      postChecked("ibv_wr_start", this.#one.of(wrs), this.#problem, this.#post);
+      postChecked("ibv_wr_start", this, this.#one.of(wrs), internals.problem, internals.post);
     } finally {
       this.#one.clear();
     }
@@ -293,7 +306,7 @@ export class QueuePairEx extends QueuePair {
     const list: readonly SendWrEx[] = Array.isArray(wrs) ? wrs : [wrs as SendWrEx];
     if (list.length === 0) throw new InvalidArgumentError("prepareSendEx: no work request");
     list.forEach((wr, i) => {
-      const p = this.#problem(wr) ??
+      const p = this.#wrProblem(wr) ??
         (wr.opcode === WrOpcode.BIND_MW
           ? "BIND_MW cannot be prepared (post it with postSendEx)"
           : null);

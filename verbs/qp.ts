@@ -82,6 +82,21 @@ export interface QpHandle {
   readonly destroy: () => void;
 }
 
+/**
+ * What `postChecked` and the prepared lists call on a QP (module-private): functions shared by
+ * every QP, filled by the class's static block, so a QP stores no callback of its own (an object
+ * that stores a closure outlives Deno's young-generation collections while the code that made it
+ * runs unoptimized, and a QP reaches its whole connection: docs/06-lifetimes.md).
+ */
+let internals: {
+  sendProblem(qp: QueuePair, wr: SendWr): string | null;
+  recvProblem(qp: QueuePair, wr: RecvWr): string | null;
+  postSends(qp: QueuePair, wrs: readonly SendWr[], count: number): void;
+  postRecvs(qp: QueuePair, wrs: readonly RecvWr[], count: number): void;
+  checkSend(qp: QueuePair): void;
+  checkRecv(qp: QueuePair): void;
+};
+
 /** A queue pair. */
 export class QueuePair extends NativeResource {
   /** The `struct ibv_qp *`. */
@@ -113,15 +128,6 @@ export class QueuePair extends NativeResource {
   readonly #release: () => void;
   readonly #oneSend = new One<SendWr>();
   readonly #oneRecv = new One<RecvWr>();
-  // callbacks handed to postChecked and the prepared lists: bound methods, not closures (an
-  // object that stores a closure outlives Deno's young-generation collections while the code that
-  // made it runs unoptimized, and a QP reaches its whole connection: docs/06-lifetimes.md)
-  readonly #sendProblem = this.#sendWrProblem.bind(this);
-  readonly #recvProblem = this.#recvWrProblem.bind(this);
-  readonly #postSend = this.#postValidSends.bind(this);
-  readonly #postRecv = this.#postValidRecvs.bind(this);
-  readonly #checkSend = this.#checkSendState.bind(this);
-  readonly #checkRecv = this.#checkRecvState.bind(this);
 
   /**
    * Not for direct use: `pd.createQp()` makes QPs (`pd.createQpEx()` and `id.createQp()` too):
@@ -276,6 +282,17 @@ export class QueuePair extends NativeResource {
     if (rc !== 0) throwReturned(op, rc, `QP ${this.qpNum}, group ${formatGid(raw)}`);
   }
 
+  static {
+    internals = {
+      sendProblem: (qp, wr) => qp.#sendWrProblem(wr),
+      recvProblem: (qp, wr) => qp.#recvWrProblem(wr),
+      postSends: (qp, wrs, count) => qp.#postValidSends(wrs, count),
+      postRecvs: (qp, wrs, count) => qp.#postValidRecvs(wrs, count),
+      checkSend: (qp) => qp.#checkSendState(),
+      checkRecv: (qp) => qp.#checkRecvState(),
+    };
+  }
+
   #sendWrProblem(wr: SendWr): string | null {
     return sendWrProblem(wr, this.#limits);
   }
@@ -316,7 +333,13 @@ export class QueuePair extends NativeResource {
     if (this.closed) this.assertOpen();
     this.#checkSendState();
     try {
-      postChecked("ibv_post_send", this.#oneSend.of(wrs), this.#sendProblem, this.#postSend);
+      postChecked(
+        "ibv_post_send",
+        this,
+        this.#oneSend.of(wrs),
+        internals.sendProblem,
+        internals.postSends,
+      );
     } finally {
       this.#oneSend.clear();
     }
@@ -327,7 +350,13 @@ export class QueuePair extends NativeResource {
     if (this.closed) this.assertOpen();
     this.#checkRecvState();
     try {
-      postChecked("ibv_post_recv", this.#oneRecv.of(wrs), this.#recvProblem, this.#postRecv);
+      postChecked(
+        "ibv_post_recv",
+        this,
+        this.#oneRecv.of(wrs),
+        internals.recvProblem,
+        internals.postRecvs,
+      );
     } finally {
       this.#oneRecv.clear();
     }
@@ -343,7 +372,7 @@ export class QueuePair extends NativeResource {
   send(wr: SendWr, options?: WaitOptions): Promise<CompletionRecord> {
     try {
       this.assertOpen();
-      const problem = this.#sendProblem(wr);
+      const problem = this.#sendWrProblem(wr);
       if (problem) throw new InvalidWorkRequestError("ibv_post_send", 0, problem);
       return trackTagged(this.sendCq, this, wr, options, (tag) => {
         const flags = (wr.flags ?? SendFlags.SIGNALED) | SendFlags.SIGNALED;
@@ -358,7 +387,7 @@ export class QueuePair extends NativeResource {
   recv(wr: RecvWr, options?: WaitOptions): Promise<CompletionRecord> {
     try {
       this.assertOpen();
-      const problem = this.#recvProblem(wr);
+      const problem = this.#recvWrProblem(wr);
       if (problem) throw new InvalidWorkRequestError("ibv_post_recv", 0, problem);
       return trackTagged(this.recvCq, this, wr, options, (tag) => {
         this.postRecv({ ...wr, wrId: tag });
@@ -376,10 +405,10 @@ export class QueuePair extends NativeResource {
     this.assertOpen();
     const list: readonly SendWr[] = Array.isArray(wrs) ? wrs : [wrs as SendWr];
     list.forEach((wr, i) => {
-      const p = this.#sendProblem(wr);
+      const p = this.#sendWrProblem(wr);
       if (p) throw new InvalidWorkRequestError("prepareSend", i, p);
     });
-    return prepareSend(this, list, this.#checkSend);
+    return prepareSend(this, list, internals.checkSend);
   }
 
   /** Builds receive WRs once in native memory for repeated posting. */
@@ -387,10 +416,10 @@ export class QueuePair extends NativeResource {
     this.assertOpen();
     const list: readonly RecvWr[] = Array.isArray(wrs) ? wrs : [wrs as RecvWr];
     list.forEach((wr, i) => {
-      const p = this.#recvProblem(wr);
+      const p = this.#recvWrProblem(wr);
       if (p) throw new InvalidWorkRequestError("prepareRecv", i, p);
     });
-    return prepareRecv(this, "post_recv", list, this.#checkRecv);
+    return prepareRecv(this, "post_recv", list, internals.checkRecv);
   }
 
   /** Releases the native object (called once by `close()`). */

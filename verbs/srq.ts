@@ -14,7 +14,7 @@ import { checkConstruct, checkResource, NativeResource } from "../ffi/resource.t
 import { ListPoster, One, postChecked } from "./_post.ts";
 import { InvalidWorkRequestError } from "./post-errors.ts";
 import { NO_STATE_CHECK, type PreparedRecv, prepareRecv } from "./prepared.ts";
-import { type RecvWr, recvWrProblem } from "./wr.ts";
+import { type RecvWr, srqRecvProblem } from "./wr.ts";
 import type { Context } from "./context.ts";
 import { forgetObject, rememberObject } from "./_objects.ts";
 import type { ProtectionDomain } from "./pd.ts";
@@ -40,6 +40,12 @@ export interface SrqAttr {
   readonly limit: number;
 }
 
+/**
+ * Posts receive WRs already checked (module-private; filled by the class's static block): one
+ * function for every SharedReceiveQueue, so an SRQ stores no callback of its own (docs/06-lifetimes.md).
+ */
+let postValidRecvs: (srq: SharedReceiveQueue, wrs: readonly RecvWr[], count: number) => void;
+
 /** A shared receive queue. */
 export class SharedReceiveQueue extends NativeResource {
   /** The `struct ibv_srq *`. */
@@ -55,9 +61,6 @@ export class SharedReceiveQueue extends NativeResource {
   readonly #attr: NativeBlock;
   readonly #post: ListPoster;
   readonly #one = new One<RecvWr>();
-  // bound methods, not closures: see QueuePair (docs/06-lifetimes.md)
-  readonly #problem = this.#recvWrProblem.bind(this);
-  readonly #postRecv = this.#postValidRecvs.bind(this);
 
   /** Not for direct use: `pd.createSrq()` makes one. */
   constructor(pd: ProtectionDomain, init: SrqInit, token: symbol) {
@@ -102,19 +105,21 @@ export class SharedReceiveQueue extends NativeResource {
     rememberObject(pd.context, srq, this);
   }
 
-  #recvWrProblem(wr: RecvWr): string | null {
-    return recvWrProblem(wr, this.pd, this.maxSge);
-  }
-
-  #postValidRecvs(wrs: readonly RecvWr[], count: number): void {
-    this.#post.postRecv(wrs, count);
+  static {
+    postValidRecvs = (srq, wrs, count) => srq.#post.postRecv(wrs, count);
   }
 
   /** Checks and posts receive WRs (WRs before an invalid one are posted). */
   postRecv(wrs: RecvWr | readonly RecvWr[]): void {
     if (this.closed) this.assertOpen();
     try {
-      postChecked("ibv_post_srq_recv", this.#one.of(wrs), this.#problem, this.#postRecv);
+      postChecked(
+        "ibv_post_srq_recv",
+        this,
+        this.#one.of(wrs),
+        srqRecvProblem,
+        postValidRecvs,
+      );
     } finally {
       this.#one.clear();
     }
@@ -125,7 +130,7 @@ export class SharedReceiveQueue extends NativeResource {
     this.assertOpen();
     const list: readonly RecvWr[] = Array.isArray(wrs) ? wrs : [wrs as RecvWr];
     list.forEach((wr, i) => {
-      const p = this.#problem(wr);
+      const p = srqRecvProblem(this, wr);
       if (p) throw new InvalidWorkRequestError("prepareRecv", i, p);
     });
     return prepareRecv(this, "post_srq_recv", list, NO_STATE_CHECK);

@@ -29,7 +29,7 @@ import { nativeError, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { checkConstruct, checkResource, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
 import { ListPoster, One, postChecked } from "./_post.ts";
-import { type RecvWr, recvWrProblem } from "./wr.ts";
+import { type RecvWr, srqRecvProblem } from "./wr.ts";
 import { modifyQp, type QpAttr, type QpAttrs, queryQp } from "./qp-attr.ts";
 import {
   initAttr,
@@ -144,6 +144,12 @@ export class XrcDomain extends NativeResource {
   }
 }
 
+/**
+ * Posts receive WRs already checked (module-private; filled by the class's static block): one
+ * function for every XrcSrq, so an SRQ stores no callback of its own (docs/06-lifetimes.md).
+ */
+let postValidRecvs: (srq: XrcSrq, wrs: readonly RecvWr[], count: number) => void;
+
 /** An XRC shared receive queue: receives for every XRC_SEND QP that names its `srqNum`. */
 export class XrcSrq extends NativeResource {
   /** The `struct ibv_srq *`. */
@@ -164,9 +170,6 @@ export class XrcSrq extends NativeResource {
   readonly maxSge: number;
   readonly #post: ListPoster;
   readonly #one = new One<RecvWr>();
-  // bound methods, not closures: see QueuePair (docs/06-lifetimes.md)
-  readonly #problem = this.#recvWrProblem.bind(this);
-  readonly #postRecv = this.#postValidRecvs.bind(this);
 
   /** Not for direct use: `xrcd.createSrq()` makes one. */
   constructor(xrcd: XrcDomain, init: XrcSrqInit, token: symbol) {
@@ -245,19 +248,21 @@ export class XrcSrq extends NativeResource {
     rememberObject(context, ptr, this);
   }
 
-  #recvWrProblem(wr: RecvWr): string | null {
-    return recvWrProblem(wr, this.pd, this.maxSge);
-  }
-
-  #postValidRecvs(wrs: readonly RecvWr[], count: number): void {
-    this.#post.postRecv(wrs, count);
+  static {
+    postValidRecvs = (srq, wrs, count) => srq.#post.postRecv(wrs, count);
   }
 
   /** Checks and posts receive WRs (WRs before an invalid one are posted). */
   postRecv(wrs: RecvWr | readonly RecvWr[]): void {
     if (this.closed) this.assertOpen();
     try {
-      postChecked("ibv_post_srq_recv", this.#one.of(wrs), this.#problem, this.#postRecv);
+      postChecked(
+        "ibv_post_srq_recv",
+        this,
+        this.#one.of(wrs),
+        srqRecvProblem,
+        postValidRecvs,
+      );
     } finally {
       this.#one.clear();
     }
