@@ -19,8 +19,9 @@
  *
  * A failed cycle (a lost message or CM exchange: the guest's soft-RoCE drops one now and then over
  * thousands of connections) is counted, reported with its reason and skipped, as a long-running
- * server survives one failed connection; more than 10 end the run. The C loops bound their waits
- * the same way (poll/rpoll with a timeout before each blocking call).
+ * server survives one failed connection; more than 10 end the run. Every wait of a cycle is
+ * bounded (a stream's reads and writes by 30 s), and the C loops bound theirs the same way
+ * (poll/rpoll with a timeout before each blocking call).
  *
  * Writes bench/results/soak.md (the table), soak.svg (RSS over the cycles, one panel per kind)
  * and soak.json (every sample). Run it where there is an RDMA device, e.g. in the soft-RoCE VM:
@@ -249,17 +250,20 @@ async function ourClient(
         ep!.close();
       }
     } else {
-      const conn = await lib.connect({ hostname: address, port, timeout: 30_000 });
-      await conn.write(msg);
-      for (let got = 0; got < MSG;) {
-        const n = await conn.read(buf.subarray(got));
-        if (n === null) throw new Error("end of stream before the echo");
-        got += n;
+      const conn = await lib.connect({ hostname: address, port, timeout: IO_TIMEOUT_MS });
+      try {
+        await conn.write(msg, IO);
+        for (let got = 0; got < MSG;) {
+          const n = await conn.read(buf.subarray(got), IO);
+          if (n === null) throw new Error("end of stream before the echo");
+          got += n;
+        }
+        if (buf[MSG - 1] !== msg[MSG - 1]) throw new Error("echo differs");
+        await conn.closeWrite(IO);
+        if ((await conn.read(buf, IO)) !== null) throw new Error("expected the end of the stream");
+      } finally {
+        await conn[Symbol.asyncDispose]();
       }
-      if (buf[MSG - 1] !== msg[MSG - 1]) throw new Error("echo differs");
-      await conn.closeWrite();
-      if ((await conn.read(buf)) !== null) throw new Error("expected the end of the stream");
-      await conn[Symbol.asyncDispose]();
     }
   }
 }
@@ -311,8 +315,10 @@ async function ourServer(kind: string, address: string, count: number, every: nu
       const conn = await acceptOrEnd(() => listener.accept({ timeout: SERVER_IDLE_MS }));
       if (conn === null) break;
       try {
-        for (let n; (n = await conn.read(buf)) !== null;) await conn.write(buf.subarray(0, n));
-        await conn.closeWrite();
+        for (let n; (n = await conn.read(buf, IO)) !== null;) {
+          await conn.write(buf.subarray(0, n), IO);
+        }
+        await conn.closeWrite(IO);
       } catch (e) {
         failed.push(`connection ${i}: ${e instanceof Error ? e.message : String(e)}`);
         if (failed.length > MAX_FAILED_CYCLES) throw new Error(failed.join("; "));
@@ -331,6 +337,10 @@ async function ourServer(kind: string, address: string, count: number, every: nu
  * soft-RoCE loses a message or a CM exchange now and then over thousands of connections.
  */
 const MAX_FAILED_CYCLES = 10;
+
+/** A stream cycle's reads and writes give up after this long (the cycle then fails, counted). */
+const IO_TIMEOUT_MS = 30_000;
+const IO = { timeout: IO_TIMEOUT_MS };
 /** A server that has had no connection for this long ends its loop (its client failed cycles). */
 const SERVER_IDLE_MS = 90_000;
 
