@@ -299,10 +299,21 @@ static void cm_server(const char *addr, long count, long every) {
   rdma_destroy_event_channel(ch);
 }
 
-/* Waits (rpoll) until `fd` is ready for `events`; 0, or -1 after `ms`. */
+/*
+ * Waits (rpoll) until `fd` is ready for `events`; 0, or -1 after `ms` (< 0: no limit). In slices
+ * of 10 ms: in this loop rpoll now and then sleeps through the completion it waits for until
+ * rsocket's own periodic wake-up (wake_up_interval, 5 s), which made each cycle take 5 s; each
+ * rpoll call polls the CQ first, so a slice ends such a wait within 10 ms.
+ */
 static int rs_wait(int fd, short events, int ms) {
   struct pollfd p = {.fd = fd, .events = events};
-  return rpoll(&p, 1, ms) > 0 ? 0 : -1;
+  for (int waited = 0; ms < 0 || waited < ms; waited += 10) {
+    p.revents = 0;
+    int n = rpoll(&p, 1, 10);
+    if (n > 0) return 0;
+    if (n < 0) return -1;
+  }
+  return -1;
 }
 
 /* Moves all of `buf` on a non-blocking rsocket; 0, or -1 (reason in `why`). */
