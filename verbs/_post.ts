@@ -12,7 +12,8 @@ import type { NativePointer } from "../types/ctypes.ts";
 import type { PreparedCall } from "../types/native.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { InvalidWorkRequestError, PostError } from "./post-errors.ts";
-import { countSges, type RecvWr, type SendWr } from "./wr.ts";
+import { countSges, type RecvWr, recvWrProblem, type SendWr } from "./wr.ts";
+import type { ProtectionDomain } from "./pd.ts";
 import { WrList } from "./_wr-list.ts";
 
 type PostSpec = typeof IBVERBS_OPS.post_send;
@@ -153,3 +154,56 @@ export class ListPoster {
     this.#list = null;
   }
 }
+
+/**
+ * The receive posting of an SRQ, plain or XRC (`ibv_post_srq_recv`): each WR checked against the
+ * SRQ's PD and granted SGEs, the valid prefix posted from a reused native list.
+ */
+export class SrqRecvPoster {
+  readonly #pd: ProtectionDomain;
+  readonly #maxSge: number;
+  readonly #list: ListPoster;
+  readonly #one = new One<RecvWr>();
+
+  /** A poster for the SRQ `srq` (`fn`: the context's `post_srq_recv`). */
+  constructor(
+    pd: ProtectionDomain,
+    maxSge: number,
+    fn: NativePointer,
+    srq: NativePointer,
+    wrSize: number,
+  ) {
+    this.#pd = pd;
+    this.#maxSge = maxSge;
+    this.#list = new ListPoster("post_srq_recv", fn, srq, wrSize);
+  }
+
+  /** Why `wr` cannot be posted on the SRQ, or null. */
+  problem(wr: RecvWr): string | null {
+    return recvWrProblem(wr, this.#pd, this.#maxSge);
+  }
+
+  /** Checks and posts `wrs` (the WRs before an invalid one are posted, as `postChecked` says). */
+  post(wrs: RecvWr | readonly RecvWr[]): void {
+    try {
+      postChecked("ibv_post_srq_recv", this, this.#one.of(wrs), srqProblem, srqPostValid);
+    } finally {
+      this.#one.clear();
+    }
+  }
+
+  /** Posts WRs already checked. */
+  postValid(wrs: readonly RecvWr[], count: number): void {
+    this.#list.postRecv(wrs, count);
+  }
+
+  /** Frees the native list (idempotent). */
+  free(): void {
+    this.#list.free();
+  }
+}
+
+// the hooks postChecked calls on an SRQ poster (shared by all)
+const srqProblem = (p: SrqRecvPoster, wr: RecvWr) => p.problem(wr);
+const srqPostValid = (p: SrqRecvPoster, wrs: readonly RecvWr[], count: number) =>
+  p.postValid(wrs, count);

@@ -11,10 +11,10 @@ import { SrqAttrMask } from "../types/enums.ts";
 import { throwErrno, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { checkConstruct, checkResource, NativeResource } from "../ffi/resource.ts";
-import { ListPoster, One, postChecked } from "./_post.ts";
+import { SrqRecvPoster } from "./_post.ts";
 import { InvalidWorkRequestError } from "./post-errors.ts";
 import { NO_STATE_CHECK, type PreparedRecv, prepareRecv } from "./prepared.ts";
-import { type RecvWr, srqRecvProblem } from "./wr.ts";
+import type { RecvWr } from "./wr.ts";
 import type { Context } from "./context.ts";
 import { forgetObject, rememberObject } from "./_objects.ts";
 import type { ProtectionDomain } from "./pd.ts";
@@ -40,12 +40,6 @@ export interface SrqAttr {
   readonly limit: number;
 }
 
-/**
- * Posts receive WRs already checked (module-private; filled by the class's static block): one
- * function for every SharedReceiveQueue, so an SRQ stores no callback of its own (docs/06-lifetimes.md).
- */
-let postValidRecvs: (srq: SharedReceiveQueue, wrs: readonly RecvWr[], count: number) => void;
-
 /** A shared receive queue. */
 export class SharedReceiveQueue extends NativeResource {
   /** The `struct ibv_srq *`. */
@@ -59,8 +53,7 @@ export class SharedReceiveQueue extends NativeResource {
   /** SGEs per receive WR as granted. */
   readonly maxSge: number;
   readonly #attr: NativeBlock;
-  readonly #post: ListPoster;
-  readonly #one = new One<RecvWr>();
+  readonly #recv: SrqRecvPoster;
 
   /** Not for direct use: `pd.createSrq()` makes one. */
   constructor(pd: ProtectionDomain, init: SrqInit, token: symbol) {
@@ -96,8 +89,9 @@ export class SharedReceiveQueue extends NativeResource {
     this.maxWr = maxWr;
     this.maxSge = maxSge;
     this.#attr = new NativeBlock(L.ibv_srq_attr.size, 8);
-    this.#post = new ListPoster(
-      "post_srq_recv",
+    this.#recv = new SrqRecvPoster(
+      this.pd,
+      this.maxSge,
       pd.context.op("post_srq_recv")!,
       srq,
       L.ibv_recv_wr.size,
@@ -105,24 +99,10 @@ export class SharedReceiveQueue extends NativeResource {
     rememberObject(pd.context, srq, this);
   }
 
-  static {
-    postValidRecvs = (srq, wrs, count) => srq.#post.postRecv(wrs, count);
-  }
-
   /** Checks and posts receive WRs (WRs before an invalid one are posted). */
   postRecv(wrs: RecvWr | readonly RecvWr[]): void {
     if (this.closed) this.assertOpen();
-    try {
-      postChecked(
-        "ibv_post_srq_recv",
-        this,
-        this.#one.of(wrs),
-        srqRecvProblem,
-        postValidRecvs,
-      );
-    } finally {
-      this.#one.clear();
-    }
+    this.#recv.post(wrs);
   }
 
   /** Builds receive WRs once in native memory for repeated posting. */
@@ -130,7 +110,7 @@ export class SharedReceiveQueue extends NativeResource {
     this.assertOpen();
     const list: readonly RecvWr[] = Array.isArray(wrs) ? wrs : [wrs as RecvWr];
     list.forEach((wr, i) => {
-      const p = srqRecvProblem(this, wr);
+      const p = this.#recv.problem(wr);
       if (p) throw new InvalidWorkRequestError("prepareRecv", i, p);
     });
     return prepareRecv(this, "post_srq_recv", list, NO_STATE_CHECK);
@@ -180,7 +160,7 @@ export class SharedReceiveQueue extends NativeResource {
     const n = native();
     forgetObject(this.context, this.ptr);
     const rc = n.ibverbs.ibv_destroy_srq(this.ptr);
-    this.#post.free();
+    this.#recv.free();
     this.#attr.free();
     if (rc !== 0) throwReturned("ibv_destroy_srq", rc);
   }

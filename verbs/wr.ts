@@ -526,14 +526,6 @@ function inlineProblem(
   return null;
 }
 
-/** Why a receive WR cannot be posted on an SRQ (plain or XRC: its PD and granted SGEs), or null. */
-export function srqRecvProblem(
-  srq: { readonly pd: ProtectionDomain; readonly maxSge: number },
-  wr: RecvWr,
-): string | null {
-  return recvWrProblem(wr, srq.pd, srq.maxSge);
-}
-
 /** Returns why a receive WR is invalid, or null. */
 export function recvWrProblem(wr: RecvWr, pd: ProtectionDomain, maxSge: number): string | null {
   if (typeof wr !== "object" || wr === null) {

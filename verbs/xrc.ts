@@ -28,8 +28,8 @@ import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { nativeError, throwReturned } from "../ffi/errors.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { checkConstruct, checkResource, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
-import { ListPoster, One, postChecked } from "./_post.ts";
-import { type RecvWr, srqRecvProblem } from "./wr.ts";
+import { SrqRecvPoster } from "./_post.ts";
+import type { RecvWr } from "./wr.ts";
 import { modifyQp, type QpAttr, type QpAttrs, queryQp } from "./qp-attr.ts";
 import {
   initAttr,
@@ -144,12 +144,6 @@ export class XrcDomain extends NativeResource {
   }
 }
 
-/**
- * Posts receive WRs already checked (module-private; filled by the class's static block): one
- * function for every XrcSrq, so an SRQ stores no callback of its own (docs/06-lifetimes.md).
- */
-let postValidRecvs: (srq: XrcSrq, wrs: readonly RecvWr[], count: number) => void;
-
 /** An XRC shared receive queue: receives for every XRC_SEND QP that names its `srqNum`. */
 export class XrcSrq extends NativeResource {
   /** The `struct ibv_srq *`. */
@@ -168,8 +162,7 @@ export class XrcSrq extends NativeResource {
   readonly maxWr: number;
   /** SGEs per receive WR, as granted. */
   readonly maxSge: number;
-  readonly #post: ListPoster;
-  readonly #one = new One<RecvWr>();
+  readonly #recv: SrqRecvPoster;
 
   /** Not for direct use: `xrcd.createSrq()` makes one. */
   constructor(xrcd: XrcDomain, init: XrcSrqInit, token: symbol) {
@@ -239,8 +232,9 @@ export class XrcSrq extends NativeResource {
     this.srqNum = num;
     this.maxWr = wr;
     this.maxSge = sge;
-    this.#post = new ListPoster(
-      "post_srq_recv",
+    this.#recv = new SrqRecvPoster(
+      this.pd,
+      this.maxSge,
       context.op("post_srq_recv")!,
       ptr,
       L.ibv_recv_wr.size,
@@ -248,31 +242,17 @@ export class XrcSrq extends NativeResource {
     rememberObject(context, ptr, this);
   }
 
-  static {
-    postValidRecvs = (srq, wrs, count) => srq.#post.postRecv(wrs, count);
-  }
-
   /** Checks and posts receive WRs (WRs before an invalid one are posted). */
   postRecv(wrs: RecvWr | readonly RecvWr[]): void {
     if (this.closed) this.assertOpen();
-    try {
-      postChecked(
-        "ibv_post_srq_recv",
-        this,
-        this.#one.of(wrs),
-        srqRecvProblem,
-        postValidRecvs,
-      );
-    } finally {
-      this.#one.clear();
-    }
+    this.#recv.post(wrs);
   }
 
   /** Releases the native object (called once by `close()`). */
   protected destroy(): void {
     forgetObject(this.context, this.ptr);
     const rc = native().ibverbs.ibv_destroy_srq(this.ptr);
-    this.#post.free();
+    this.#recv.free();
     if (rc !== 0) throwReturned("ibv_destroy_srq", rc);
   }
 }
