@@ -14,7 +14,8 @@
  * its DISCONNECTED event); QP, MR, CQ, channel, PD, id and event channel destroyed.
  *
  * rs cycle (rsocket, what the library's streams speak): rsocket, rconnect, 4 KiB written and
- * read back, rshutdown(SHUT_WR), read to the end, rclose (non-blocking, waits through rpoll).
+ * read back, rshutdown(SHUT_WR), read to the end, rclose (non-blocking; waits are rpoll checks,
+ * see rs_wait).
  *
  * Every wait is bounded (see WAIT_MS): a failed cycle is counted and skipped, as the library's
  * loops in bench/soak.ts do.
@@ -29,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
@@ -300,20 +302,28 @@ static void cm_server(const char *addr, long count, long every) {
 }
 
 /*
- * Waits (rpoll) until `fd` is ready for `events`; 0, or -1 after `ms` (< 0: no limit). In slices
- * of 10 ms: in this loop rpoll now and then sleeps through the completion it waits for until
- * rsocket's own periodic wake-up (wake_up_interval, 5 s), which made each cycle take 5 s; each
- * rpoll call polls the CQ first, so a slice ends such a wait within 10 ms.
+ * Waits until `fd` is ready for `events`; 0, or -1 after `ms` (< 0: no limit). It checks with
+ * rpoll and a timeout of 0 (a check that returns at once) and sleeps 100 µs between checks, never
+ * letting rpoll itself wait: librdmacm 44 (Debian 12's) returns from an rpoll whose timeout expired
+ * without leaving its wait gate, so once rsocket's connection thread signals the next event every
+ * later rpoll in the process spins on sched_yield without end (later rdma-core releases leave the
+ * gate); and a waiting rpoll could sleep through the completion it waited for until rsocket's own
+ * periodic wake-up (5 s in that release).
  */
 static int rs_wait(int fd, short events, int ms) {
   struct pollfd p = {.fd = fd, .events = events};
-  for (int waited = 0; ms < 0 || waited < ms; waited += 10) {
+  struct timespec start, t, pause = {0, 100000};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
     p.revents = 0;
-    int n = rpoll(&p, 1, 10);
+    int n = rpoll(&p, 1, 0);
     if (n > 0) return 0;
     if (n < 0) return -1;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    long waited = (t.tv_sec - start.tv_sec) * 1000 + (t.tv_nsec - start.tv_nsec) / 1000000;
+    if (ms >= 0 && waited >= ms) return -1;
+    nanosleep(&pause, NULL);
   }
-  return -1;
 }
 
 /* Moves all of `buf` on a non-blocking rsocket; 0, or -1 (reason in `why`). */
