@@ -78,10 +78,10 @@ static void cycle_failed(const char *side, long i, const char *why) {
   }
 }
 
-/* Waits until `fd` is readable (rsocket's rpoll when `rs`); 0, or -1 after `ms`. */
-static int wait_readable(int fd, int ms, int rs) {
+/* Waits until `fd` is readable; 0, or -1 after `ms`. */
+static int wait_readable(int fd, int ms) {
   struct pollfd p = {.fd = fd, .events = POLLIN};
-  int n = rs ? rpoll(&p, 1, ms) : poll(&p, 1, ms);
+  int n = poll(&p, 1, ms);
   return n > 0 ? 0 : -1;
 }
 
@@ -94,7 +94,7 @@ static void report(const char *key, long i) {
 static struct rdma_cm_event *expect(struct rdma_event_channel *ch, enum rdma_cm_event_type type,
                                     int ms, char *why, size_t whylen) {
   struct rdma_cm_event *ev;
-  if (wait_readable(ch->fd, ms, 0)) {
+  if (wait_readable(ch->fd, ms)) {
     snprintf(why, whylen, "no %s in %d ms", rdma_event_str(type), ms);
     return NULL;
   }
@@ -164,7 +164,7 @@ static int ep_wait(struct ep *e, int recv) {
     if (*have > 0) break;
     struct ibv_cq *cq;
     void *ctx;
-    if (wait_readable(e->ch->fd, WAIT_MS, 0)) return -1;
+    if (wait_readable(e->ch->fd, WAIT_MS)) return -1;
     if (ibv_get_cq_event(e->ch, &cq, &ctx)) die("ibv_get_cq_event");
     ibv_ack_cq_events(cq, 1);
   }
