@@ -29,7 +29,7 @@
  * each of ours and TCP, default 12), --cost-ops N (round trips counted per cost account, default
  * 2000; 0 skips them; a quarter as many 64 KiB transfers), --cost-warm N (untimed operations
  * before them), --address IP (default $RDMA_GUEST_IP); the allocation role alone
- * (`--role alloc`) takes --alloc-iters N (rounds measured per shape, default 2000).
+ * (`--role alloc`) takes --alloc-iters N (the `n` rounds of its measurement, default 10000).
  */
 
 import process from "node:process";
@@ -196,9 +196,10 @@ async function pattern(io: Io, client: boolean, s: Shape): Promise<Measured | nu
 
 /**
  * Heap bytes allocated per operation in the steady state: two connections in this process, a
- * warm-up of 20,000 rounds, then `n` rounds of one loop, with the heap measured before and after
- * (a collection first; in Deno the young generation is made large enough that no collection runs
- * during the loop). The loops allocate nothing of their own:
+ * warm-up of 20,000 rounds, then `n` and `2n` rounds of one loop, each with the heap measured
+ * before and after (a collection first; in Deno the young generation is made large enough that no
+ * collection runs during the loop); the figure is the difference over the `n` more rounds. The
+ * loops allocate nothing of their own:
  *
  * - `write(p)` + `read(q, { min })` (the promise-shaped API) at 64 B and 64 KiB;
  * - the floor of that shape: two awaits of a fresh resolved promise per round (what any API that
@@ -213,13 +214,18 @@ async function allocRole(): Promise<void> {
     connect({ hostname: address, port: l.addr.port }),
   ]);
   l.close();
-  const n = Number(arg("alloc-iters", "2000"));
+  const n = Number(arg("alloc-iters", "10000"));
   // a long warm-up: in the emulated guest the optimizing compiler needs thousands of rounds to
   // replace the baseline code (which boxes numbers that the optimized code keeps in registers)
   const warm = 20_000;
+  // per round as the slope between n and 2n rounds: what a window allocates once (the heap
+  // reading, what the engine re-grows after the collection: 10-25 KB in Deno, varying by a few
+  // KB between windows) cancels, and what is left of it is spread over n rounds
   const perRound = async (loop: (n: number) => Promise<void>): Promise<number> => {
     await loop(warm);
-    return Math.round((await bytesDuring(() => loop(n))) / n);
+    const once = await bytesDuring(() => loop(n));
+    const twice = await bytesDuring(() => loop(2 * n));
+    return Math.round((twice - once) / n);
   };
   const out: Record<string, number> = {};
   for (const size of [64, 65536]) {
