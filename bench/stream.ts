@@ -248,8 +248,9 @@ async function allocRole(): Promise<void> {
   });
   const src = new Uint8Array(64);
   const dst = new Uint8Array(64);
-  let waited = 0;
+  let waited = 0, tries = 0;
   out.bytesPerTryWriteRead64 = await perRound(async (n) => {
+    tries += n;
     for (let i = 0; i < n; i++) {
       while (a.tryWrite(src) === 0);
       let got = 0;
@@ -262,6 +263,7 @@ async function allocRole(): Promise<void> {
     }
   });
   out.tryRoundsThatWaited = waited;
+  out.tryRounds = tries;
   out.gc = g.Bun || g.gc ? 1 : 0;
   console.log(JSON.stringify(out));
   await a[Symbol.asyncDispose]();
@@ -770,7 +772,7 @@ async function main(): Promise<void> {
         `64 B: ${a.bytesPerWriteRead64} bytes, 64 KiB: ${a.bytesPerWriteRead65536} bytes ` +
         `(the runtime's floor for two promise-returning calls: ${a.floorBytes} bytes); ` +
         `tryWrite+tryRead 64 B: ${a.bytesPerTryWriteRead64} bytes ` +
-        `(${a.tryRoundsThatWaited} of ${2 * 2000} rounds waited once)` +
+        `(${a.tryRoundsThatWaited} of ${a.tryRounds} rounds waited once)` +
         (a.gc ? "" : " (no gc() available: an upper bound)"),
     );
   } else console.log(`allocation measurement failed: ${alloc.stderr}`);
