@@ -219,8 +219,8 @@ async function allocRole(): Promise<void> {
   // replace the baseline code (which boxes numbers that the optimized code keeps in registers)
   const warm = 20_000;
   // per round as the slope between n and 2n rounds: what a window allocates once (the heap
-  // reading, what the engine re-grows after the collection: 10-25 KB in Deno, varying by a few
-  // KB between windows) cancels, and what is left of it is spread over n rounds
+  // reading, what the engine re-grows after the collection: about 20 KB in Deno) cancels, and
+  // what it differs by between windows (up to 18 KB measured) is spread over n rounds
   const perRound = async (loop: (n: number) => Promise<void>): Promise<number> => {
     await loop(warm);
     const once = await bytesDuring(() => loop(n));
