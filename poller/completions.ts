@@ -91,10 +91,8 @@ export const BUSY_SLICE_MICROS = 1000;
  */
 export class SpinBudget {
   /** The budget of the next spin, in microseconds. */
-  micros = 0;
-  // number-valued fields start as numbers: a field first `undefined` holds its doubles boxed, and
-  // V8 then allocates a new box at every store (a hit allocated 32 bytes in Deno, now 16)
-  #arrival = 0;
+  micros: number;
+  #arrival: number;
   #reachable = 0;
   /** Whether the budget is fixed (`spinMicros`): then hits and misses change nothing. */
   readonly fixed: boolean;
