@@ -29,7 +29,9 @@
  * each of ours and TCP, default 12), --cost-ops N (round trips counted per cost account, default
  * 2000; 0 skips them; a quarter as many 64 KiB transfers), --cost-warm N (untimed operations
  * before them), --address IP (default $RDMA_GUEST_IP); the allocation role alone
- * (`--role alloc`) takes --alloc-iters N (the `n` rounds of its measurement, default 10000).
+ * (`--role alloc`) takes --alloc-iters N (the `n` rounds of its measurement, default 10000);
+ * --kinds "C rstream,ours spin" measures only those rows (comma-separated, as printed; default
+ * all five), e.g. for a before/after of the library without TCP's warm-ups.
  */
 
 import process from "node:process";
@@ -683,7 +685,9 @@ async function main(): Promise<void> {
   const warmSeconds = Number(arg("warm-seconds", "12"));
   const bw: Shape = { size: 65536, count: Number(arg("bw-count", "500")), iters: 1, warmSeconds };
   const lat: Shape = { size: 64, count: 1, iters: latIters, warmSeconds };
-  const kinds: Kind[] = ["C rstream", "ours spin", "C rstream -T b", "ours", "TCP"];
+  const all: Kind[] = ["C rstream", "ours spin", "C rstream -T b", "ours", "TCP"];
+  const only = arg("kinds", "");
+  const kinds = only ? all.filter((k) => only.split(",").includes(k)) : all;
   const tput = Object.fromEntries(kinds.map((k) => [k, [] as number[]])) as Record<Kind, number[]>;
   const usec = Object.fromEntries(kinds.map((k) => [k, [] as number[]])) as Record<Kind, number[]>;
   console.log(
@@ -751,14 +755,18 @@ async function main(): Promise<void> {
   }
   console.log("\nratios (throughput ours/C: higher is better; latency ours/C: lower is better):");
   for (const [o, c] of PAIRS) {
+    if (!kinds.includes(o) || !kinds.includes(c)) continue;
     console.log(
       `${o} vs ${c}: throughput ${(median(tput[o]) / median(tput[c])).toFixed(2)}×, ` +
         `latency ${(median(usec[o]) / median(usec[c])).toFixed(2)}×`,
     );
   }
   const tcp = median(tput.TCP) / median(tput["C rstream"]);
-  console.log(`TCP (${runtime}, node:net) vs C rstream: throughput ${tcp.toFixed(2)}×`);
+  if (kinds.includes("TCP")) {
+    console.log(`TCP (${runtime}, node:net) vs C rstream: throughput ${tcp.toFixed(2)}×`);
+  }
   for (const o of ["ours spin", "ours"] as const) {
+    if (!kinds.includes(o) || !kinds.includes("TCP")) continue;
     console.log(
       `${o} vs TCP (${runtime}, node:net): throughput ${
         (median(tput[o]) / median(tput.TCP)).toFixed(2)
