@@ -90,9 +90,12 @@ export const BUSY_SLICE_MICROS = 1000;
  * idle peer) never makes a probe.
  */
 export class SpinBudget {
+  // Every field that holds a fraction starts as a number, never undefined: V8 then keeps it as a
+  // double stored in place, where a field first seen undefined boxes each double stored into it
+  // (a heap number per spin that caught its completion; tests/poller-completions.test.ts).
   /** The budget of the next spin, in microseconds. */
-  micros: number;
-  #arrival: number;
+  micros = 0;
+  #arrival = 0;
   #reachable = 0;
   /** Whether the budget is fixed (`spinMicros`): then hits and misses change nothing. */
   readonly fixed: boolean;

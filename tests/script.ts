@@ -27,19 +27,25 @@ export const HEAP_FLAGS: readonly string[] = [
 
 /**
  * Probe source defining `heapBytesPer(loop, k)` (Deno, with {@link HEAP_FLAGS}): the heap bytes
- * each of `k` units of work allocates when `loop(n)` does `n` units in optimized code (a long
- * warm-up, a pause for the compiler's background threads, more rounds for the optimized code to be
- * installed, a full collection, then `loop(k)` measured).
+ * each of `k` units of work allocates when `loop(n)` does `n` units in optimized code. A long
+ * warm-up, a pause for the compiler's background threads, a full collection and a warm-up again
+ * (the collection can send optimized code back to the interpreter: the first rounds after it
+ * allocate what the interpreter boxes), then the slope between windows of `k` and `2k` units, so
+ * that what a window allocates once (the heap readings) cancels out. The enlarged young
+ * generation keeps a collection out of the windows.
  */
 export const HEAP_BYTES_PER = `
   async function heapBytesPer(loop, k) {
     loop(100000);
     await new Promise((r) => setTimeout(r, 100));
-    loop(20000);
     globalThis.gc();
+    loop(100000);
     const h0 = Deno.memoryUsage().heapUsed;
     loop(k);
-    return (Deno.memoryUsage().heapUsed - h0) / k;
+    const h1 = Deno.memoryUsage().heapUsed;
+    loop(2 * k);
+    const h2 = Deno.memoryUsage().heapUsed;
+    return (h2 - h1 - (h1 - h0)) / k;
   }
 `;
 
