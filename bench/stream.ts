@@ -761,8 +761,8 @@ async function main(): Promise<void> {
         `latency ${(median(usec[o]) / median(usec[c])).toFixed(2)}×`,
     );
   }
-  const tcp = median(tput.TCP) / median(tput["C rstream"]);
-  if (kinds.includes("TCP")) {
+  if (kinds.includes("TCP") && kinds.includes("C rstream")) {
+    const tcp = median(tput.TCP) / median(tput["C rstream"]);
     console.log(`TCP (${runtime}, node:net) vs C rstream: throughput ${tcp.toFixed(2)}×`);
   }
   for (const o of ["ours spin", "ours"] as const) {
