@@ -9,10 +9,14 @@
 # compare the rows, not the absolute figures.
 #
 #   bench/doorbell.sh [ITERS]          (on a machine with an RDMA device, e.g. in the guest)
+#
+# ITERS (default 20,000) round trips per pair: ours start cold, and in the emulated guest a pair of
+# 2,000 is mostly the engines' warm-up, whose compilers make the doorbells look dearer than at
+# steady state (bench/results/2026-11-30-doorbell.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$PATH"
-iters=${1:-2000}
+iters=${1:-20000}
 ip=${RDMA_GUEST_IP:-${RDMA_ADDR:-127.0.0.1}}
 dev=${RDMA_DEVICE:-rxe0}
 gid=${RDMA_GID_INDEX:-1}
