@@ -19,6 +19,7 @@ import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { PostError } from "./post-errors.ts";
 import type { GrantedCap } from "./qp-init.ts";
 import { type MemoryWindow, setWindowRkey } from "./mw.ts";
+import { writeSges } from "./_wr-list.ts";
 import {
   bswap32,
   type MwBind,
@@ -129,18 +130,6 @@ export function builderArgs(op: WrOpcode, wr: SendWr, out: unknown[]): number {
   return 2;
 }
 
-/** Writes `sg` as an `ibv_sge` array at `at` of `view`. */
-export function writeSges(view: DataView, at: number, sg: readonly Sge[]): void {
-  const S = layouts().ibv_sge;
-  for (let j = 0; j < sg.length; j++) {
-    const s = sg[j];
-    const o = at + j * S.size;
-    setU64(view, o + S.fields.addr.offset, s.mr.addrNumber + (s.offset ?? 0));
-    view.setUint32(o + S.fields.length.offset, sgeLength(s), true);
-    view.setUint32(o + S.fields.lkey.offset, s.mr.lkey, true);
-  }
-}
-
 /** The prepared `ibv_wr_*` calls of one extended QP and their staging memory. */
 export class WrCalls {
   /** The `struct ibv_qp_ex *`. */
@@ -218,7 +207,7 @@ export class WrCalls {
 
   /** `ibv_wr_start`: takes the send queue. */
   start(): void {
-    this.#binds.length = 0;
+    this.#forgetBinds();
     this.call("wr_start").call();
   }
 
@@ -226,16 +215,21 @@ export class WrCalls {
   complete(): void {
     const rc = this.call("wr_complete").call() as number;
     if (rc !== 0) {
-      this.#binds.length = 0;
+      this.#forgetBinds();
       throw new PostError("ibv_wr_complete", Math.abs(rc), 0);
     }
     for (const [mw, rkey] of this.#binds) setWindowRkey(mw, rkey);
-    this.#binds.length = 0;
+    this.#forgetBinds();
+  }
+
+  // most batches bind no window: the length is only set (a runtime call in V8) when there were
+  #forgetBinds(): void {
+    if (this.#binds.length !== 0) this.#binds.length = 0;
   }
 
   /** `ibv_wr_abort`: discards the batch. */
   abort(): void {
-    this.#binds.length = 0;
+    this.#forgetBinds();
     this.call("wr_abort").call();
   }
 

@@ -16,14 +16,8 @@ import { Errno } from "../types/errno.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import { IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { PostError } from "./post-errors.ts";
-import {
-  builderArgs,
-  builderOf,
-  type Call,
-  type WrCalls,
-  writeSges,
-  type WrOp,
-} from "./_wr-calls.ts";
+import { builderArgs, builderOf, type Call, type WrCalls, type WrOp } from "./_wr-calls.ts";
+import { writeSges } from "./_wr-list.ts";
 import { bswap32, isU32, isU64, OPCODE_RULES, sgeLength, type U64 } from "./wr.ts";
 import type { MemoryRegion } from "./mr.ts";
 import type { QueuePairEx, SendWrEx } from "./qp-ex.ts";

@@ -67,6 +67,7 @@ export abstract class PreparedList extends NativeResource {
   readonly #check: StateCheck;
   readonly #sgeMr: MemoryRegion[][];
   readonly #sgeOffset: number[][];
+  readonly #sgeAt: number[];
   readonly #sgeSize: number;
   readonly #sgeAddr: number;
   readonly #sgeLength: number;
@@ -95,6 +96,7 @@ export abstract class PreparedList extends NativeResource {
     this.#call = new PostCall(op, owner.context.op(op)!, owner.ptr, list);
     this.#sgeMr = wrs.map((w) => w.sg?.length ? w.sg.map((s) => s.mr) : NO_MRS);
     this.#sgeOffset = wrs.map((w) => w.sg?.length ? w.sg.map((s) => s.offset ?? 0) : NO_OFFSETS);
+    this.#sgeAt = wrs.map((_, i) => list.sgeStart(i, send));
     this.#sgeSize = L.ibv_sge.size;
     this.#sgeAddr = L.ibv_sge.fields.addr.offset;
     this.#sgeLength = L.ibv_sge.fields.length.offset;
@@ -125,7 +127,7 @@ export abstract class PreparedList extends NativeResource {
     if (!Number.isInteger(j) || j < 0 || j >= mrs.length) {
       throw new InvalidArgumentError(`work request ${i} has no SGE ${describe(j)}`);
     }
-    return this.#list.sgeAt[i] + j * this.#sgeSize;
+    return this.#sgeAt[i] + j * this.#sgeSize;
   }
 
   /** Sets the length of SGE `j` of WR `i`; it must stay inside its MR and not be 0. */

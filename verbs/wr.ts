@@ -204,8 +204,8 @@ export interface RecvWr {
   readonly sg?: readonly Sge[];
 }
 
-/** Every field any send WR may have, for the run-time checks of values from untyped callers. */
-interface LooseSendWr {
+/** Every field any send WR may have: for the run-time checks of values from untyped callers and the encoder. */
+export interface LooseSendWr {
   readonly imm?: number;
   readonly remote?: Remote;
   readonly compareAdd?: U64;
@@ -312,6 +312,7 @@ const QPT_NAMES: Record<number, string> = Object.fromEntries(
 const SEND_FLAG_MASK = Object.values(SendFlags).reduce((m: number, b) => m | b, 0);
 const ACCESS_MASK = Object.values(AccessFlags).reduce((m: number, b) => m | b, 0);
 const TWO_64 = 1n << 64n;
+const NO_SGES: readonly Sge[] = [];
 
 /** True for a valid {@link U64}. */
 export function isU64(v: unknown): v is U64 {
@@ -421,9 +422,9 @@ export function sendWrProblem(wr: SendWr, q: SendLimits): string | null {
   }
   const sgP = sgListProblem(wr.sg, q.pd, q.maxSendSge, "QP's granted max_send_sge", r.writesLocal);
   if (sgP) return sgP;
-  const sg = wr.sg ?? [];
+  const sg = wr.sg ?? NO_SGES;
   let total = 0;
-  for (const s of sg) total += sgeLength(s);
+  for (let i = 0; i < sg.length; i++) total += sgeLength(sg[i]);
   if (w.inline !== undefined) {
     const p = inlineProblem(r, w.inline, wr.sg, q.maxInlineData);
     if (p) return p;
@@ -443,8 +444,8 @@ export function sendWrProblem(wr: SendWr, q: SendLimits): string | null {
     if (p) return p;
   }
   if (r.atomic) {
-    const addr = BigInt(w.remote!.addr);
-    if (addr % 8n !== 0n) {
+    const addr = w.remote!.addr; // a number stays one: a check per post allocates nothing
+    if (typeof addr === "bigint" ? addr % 8n !== 0n : addr % 8 !== 0) {
       return `atomic remote address 0x${addr.toString(16)} is not 8-byte aligned`;
     }
     if (sg.length !== 1 || total !== 8) return "an atomic needs exactly one SGE of 8 bytes";
