@@ -85,6 +85,10 @@ test("wr encoding: each send kind's fields land where the layout says; a reused 
     assert.equal(list.block.view.getUint32(immAt, false), 0x01020304);
     assert.equal(read(list, 0, "wr.rdma.remote_addr"), remote.addr);
     assert.equal(read(list, 0, "wr.rdma.rkey"), remote.rkey);
+    list.encodeSend([{ inline: new Uint8Array(0) }], 1); // a zero-length inline SEND: no SGE
+    assert.equal(inner(list, 0, "sg_list"), -1);
+    assert.equal(read(list, 0, "num_sge"), 0);
+    assert.equal(read(list, 0, "wr.rdma.remote_addr"), 0);
     // WR 1: a SEND of inline bytes, one SGE (lkey 0) pointing at the copy behind it
     assert.equal(read(list, 1, "wr_id"), 7);
     assert.equal(inner(list, 1, "next"), 2 * list.wrSize);
@@ -125,6 +129,10 @@ test("wr encoding: each send kind's fields land where the layout says; a reused 
     // the atomic's swap lies past the RDMA member of the same union: zeroed, not left over
     assert.equal(read(list, 0, "wr.atomic.swap"), 0);
     assert.equal(read(list, 0, "wr.rdma.rkey"), remote.rkey);
+    list.encodeSend([{ inline: new Uint8Array(0) }], 1); // a zero-length inline SEND: no SGE
+    assert.equal(inner(list, 0, "sg_list"), -1);
+    assert.equal(read(list, 0, "num_sge"), 0);
+    assert.equal(read(list, 0, "wr.rdma.remote_addr"), 0);
   } finally {
     list.block.free();
     ahBlock.free();
