@@ -25,10 +25,10 @@ import {
 import { setWindowRkey } from "./mw.ts";
 
 /**
- * The field offsets the encoders write, read once from the layout table: a lookup by field name
- * per field and per post would cost more than the encoding itself.
+ * The field offsets the encoders and the prepared lists' setters write, read once from the layout
+ * table: a lookup by field name per field and per post would cost more than the encoding itself.
  */
-class WrOffsets {
+export class WrOffsets {
   readonly sgeSize: number;
   readonly sgeAddr: number;
   readonly sgeLength: number;
@@ -104,7 +104,7 @@ class WrOffsets {
 let offsets: WrOffsets | null = null;
 
 /** The process's WR field offsets (its architecture's table, read on first use). */
-function wrOffsets(): WrOffsets {
+export function wrOffsets(): WrOffsets {
   return offsets ??= new WrOffsets(layouts());
 }
 

@@ -13,7 +13,7 @@ import { setU64 } from "../ffi/memory.ts";
 import { checkConstruct, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
 import { PostCall, type PostOp } from "./_post.ts";
 import { countSges, isU32, isU64, type RecvWr, type SendWr, type U64 } from "./wr.ts";
-import { WrList } from "./_wr-list.ts";
+import { WrList, wrOffsets } from "./_wr-list.ts";
 import type { MemoryRegion } from "./mr.ts";
 import type { QueuePair } from "./qp.ts";
 import type { SharedReceiveQueue } from "./srq.ts";
@@ -97,9 +97,10 @@ export abstract class PreparedList extends NativeResource {
     this.#sgeMr = wrs.map((w) => w.sg?.length ? w.sg.map((s) => s.mr) : NO_MRS);
     this.#sgeOffset = wrs.map((w) => w.sg?.length ? w.sg.map((s) => s.offset ?? 0) : NO_OFFSETS);
     this.#sgeAt = wrs.map((_, i) => list.sgeStart(i, send));
-    this.#sgeSize = L.ibv_sge.size;
-    this.#sgeAddr = L.ibv_sge.fields.addr.offset;
-    this.#sgeLength = L.ibv_sge.fields.length.offset;
+    const o = wrOffsets();
+    this.#sgeSize = o.sgeSize;
+    this.#sgeAddr = o.sgeAddr;
+    this.#sgeLength = o.sgeLength;
   }
 
   /** Posts the whole list again: one FFI call, no allocation. */
@@ -166,7 +167,7 @@ export abstract class PreparedList extends NativeResource {
 /** Send WRs prepared on a QP (`qp.prepareSend`). */
 export class PreparedSend extends PreparedList {
   readonly #ops: WrOpcode[];
-  readonly #F = layouts().ibv_send_wr.fields;
+  readonly #o = wrOffsets();
 
   /** Not for direct use: `qp.prepareSend()` checks the WRs and makes one. */
   constructor(qp: QueuePair, wrs: readonly SendWr[], check: StateCheck, token: symbol) {
@@ -183,7 +184,7 @@ export class PreparedSend extends PreparedList {
   setImm(i: number, imm: number): void {
     const at = this.wrAt(i);
     this.view.setUint32(
-      at + this.#F.imm_data.offset,
+      at + this.#o.imm,
       checkInteger("imm", imm, 0, 0xffffffff),
       false,
     );
@@ -220,36 +221,36 @@ export class PreparedSend extends PreparedList {
     if (atomic && (low & 7) !== 0) {
       throw new InvalidArgumentError("atomic remote address must be 8-byte aligned");
     }
-    const f = atomic ? this.#F["wr.atomic.remote_addr"] : this.#F["wr.rdma.remote_addr"];
-    this.view.setInt32(at + f.offset, low | 0, true);
-    this.view.setInt32(at + f.offset + 4, high | 0, true);
+    const addrAt = at + (atomic ? this.#o.atomicAddr : this.#o.rdmaAddr);
+    this.view.setInt32(addrAt, low | 0, true);
+    this.view.setInt32(addrAt + 4, high | 0, true);
   }
 
   /** Sets the rkey of an RDMA or atomic WR `i`. */
   setRkey(i: number, rkey: number): void {
-    const f = this.#atomic(i) ? this.#F["wr.atomic.rkey"] : this.#F["wr.rdma.rkey"];
-    this.view.setUint32(this.wrAt(i) + f.offset, checkInteger("rkey", rkey, 0, 0xffffffff), true);
+    const rkeyAt = this.#atomic(i) ? this.#o.atomicRkey : this.#o.rdmaRkey;
+    this.view.setUint32(this.wrAt(i) + rkeyAt, checkInteger("rkey", rkey, 0, 0xffffffff), true);
   }
 
   /** Sets the compare (CMP_AND_SWP) or add (FETCH_AND_ADD) operand of WR `i`. */
   setCompareAdd(i: number, v: U64): void {
     const at = this.wrAt(i);
     if (!isU64(v)) throw new InvalidArgumentError(`compareAdd must be a U64, got ${describe(v)}`);
-    setU64(this.view, at + this.#F["wr.atomic.compare_add"].offset, v);
+    setU64(this.view, at + this.#o.atomicCompareAdd, v);
   }
 
   /** Sets the swap operand of WR `i`. */
   setSwap(i: number, v: U64): void {
     const at = this.wrAt(i);
     if (!isU64(v)) throw new InvalidArgumentError(`swap must be a U64, got ${describe(v)}`);
-    setU64(this.view, at + this.#F["wr.atomic.swap"].offset, v);
+    setU64(this.view, at + this.#o.atomicSwap, v);
   }
 
   /** Sets the send flags of WR `i` (an OR of `SendFlags`). */
   setFlags(i: number, flags: number): void {
     const at = this.wrAt(i);
     this.view.setUint32(
-      at + this.#F.send_flags.offset,
+      at + this.#o.sendFlags,
       checkInteger("flags", flags, 0, 0x1f),
       true,
     );
