@@ -167,10 +167,15 @@ export class WrList {
     return Number((n.address(p) - n.address(this.block.ptr)) / BigInt(this.wrSize));
   }
 
-  /** The byte offset of WR `i`'s first SGE after an encode (`send`: a send WR list). */
+  /**
+   * The byte offset of WR `i`'s first SGE after an encode (`send`: a send WR list), -1 when it
+   * has none. An int32, so that offsets computed from it stay integers for the engines' `DataView`
+   * fast paths (JSC takes a slow path for a double index).
+   */
   sgeStart(i: number, send: boolean): number {
     const at = i * this.wrSize + (send ? this.#o.sgList : this.#o.recvSgList);
-    return getU64Number(this.block.view, at) - this.block.addrNumber;
+    const p = getU64Number(this.block.view, at);
+    return p === 0 ? -1 : (p - this.block.addrNumber) | 0;
   }
 
   /**
