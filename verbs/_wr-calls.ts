@@ -222,7 +222,8 @@ export class WrCalls {
     this.#forgetBinds();
   }
 
-  // most batches bind no window: the length is only set (a runtime call in V8) when there were
+  // most batches bind no window: the length (set through the runtime in V8) changes only when
+  // some were
   #forgetBinds(): void {
     if (this.#binds.length !== 0) this.#binds.length = 0;
   }
