@@ -432,19 +432,14 @@ export function awaitCompletions(
     const fixed = options.spinMicros;
     checkSpinMicros(fixed);
     if (strategy === "adaptive") {
-      const start = now();
-      const n = spinPoll(cq, options.max, start, fixed ?? s.budget.micros);
-      if (fixed === undefined) {
-        const spun = (now() - start) * 1000;
-        if (n > 0) s.budget.hit(spun);
-        else s.budget.miss(start, spun);
-      }
+      const learn = fixed === undefined ? s.budget : null;
+      const n = spinPoll(cq, options.max, fixed ?? s.budget.micros, learn);
       if (n > 0) return Promise.resolve(n);
       return eventWait(cq, s, options);
     }
     if (strategy === "busy") {
       const slice = fixed ?? BUSY_SLICE_MICROS;
-      const n = spinPoll(cq, options.max, now(), slice);
+      const n = spinPoll(cq, options.max, slice, null);
       return n > 0 ? Promise.resolve(n) : busyWait(cq, s, options, slice);
     }
   } catch (e) {
@@ -453,12 +448,32 @@ export function awaitCompletions(
   return eventWait(cq, s, options);
 }
 
-/** Polls until completions arrive or `micros` µs have passed since `start`; how many. */
-function spinPoll(cq: CompletionSource, max: number | undefined, start: number, micros: number) {
-  const end = start + micros / 1000;
-  let pass = 1;
+/**
+ * Polls until completions arrive or `micros` µs have passed; how many. The spin's clock starts at
+ * the read after its first poll (no read before it: a spin whose first poll finds completions reads
+ * no clock), and `learn`, when given, hears how long the spin took.
+ */
+function spinPoll(
+  cq: CompletionSource,
+  max: number | undefined,
+  micros: number,
+  learn: SpinBudget | null,
+): number {
   let n = cq.poll(max);
+  if (n > 0) {
+    learn?.hit(0);
+    return n;
+  }
+  const start = now();
+  const end = start + micros / 1000;
+  let pass = 2; // the read above was the first pass's
+  n = cq.poll(max);
   while (n === 0 && !spinOver(pass++, end)) n = cq.poll(max);
+  if (learn) {
+    const spun = (now() - start) * 1000;
+    if (n > 0) learn.hit(spun);
+    else learn.miss(start, spun);
+  }
   return n;
 }
 
@@ -475,7 +490,7 @@ async function busyWait(
     await yieldToLoop();
     if (s.closed) throw s.closed;
     if (signal?.aborted) throw abortedError(signal);
-    const n = spinPoll(cq, max, now(), slice);
+    const n = spinPoll(cq, max, slice, null);
     if (n > 0) return n;
     if (now() >= deadline) {
       throw timedOutError("completion wait", timeout!);

@@ -679,14 +679,19 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const s = this.#strategy;
     if (s === "event") return false;
     const learns = s === "adaptive" && !this.#budget.fixed;
-    const start = now();
-    const end = start + (s === "adaptive" ? this.#budget.micros : this.#slice) / 1000;
+    // the clock starts at the read after the first pass: a spin that its first pass satisfies
+    // reads no clock
+    let start = -1;
+    let end = 0;
     for (let pass = 1;; pass++) {
       if (this.#progress() > 0 && this.#ready(want)) {
-        if (learns) this.#budget.hit((now() - start) * 1000);
+        if (learns) this.#budget.hit(start < 0 ? 0 : (now() - start) * 1000);
         return true;
       }
-      if (spinOver(pass, end)) break;
+      if (start < 0) {
+        start = now();
+        end = start + (s === "adaptive" ? this.#budget.micros : this.#slice) / 1000;
+      } else if (spinOver(pass, end)) break;
     }
     if (learns) this.#budget.miss(start, (now() - start) * 1000);
     return false;
