@@ -204,7 +204,10 @@ export interface RecvWr {
   readonly sg?: readonly Sge[];
 }
 
-/** Every field any send WR may have: for the run-time checks of values from untyped callers and the encoder. */
+/**
+ * Every field any send WR may have: for the run-time checks of values from untyped callers and
+ * for the encoder.
+ */
 export interface LooseSendWr {
   readonly imm?: number;
   readonly remote?: Remote;
