@@ -24,6 +24,7 @@ import { candidates, LIBRARIES, type LibraryInfo, type LibraryPaths } from "./li
 import { describe } from "../types/check.ts";
 import { costs, costSlot, countCallAt, countedLibrary, COUNTING, timedCall } from "./cost.ts";
 import { countBorn, countDied, countMemory } from "./census.ts";
+import { trampolineImage } from "./trampoline.ts";
 
 /** What a runtime backend must provide. */
 export interface Backend {
@@ -251,6 +252,14 @@ export class ArgumentsCall<S extends FunctionSpec> implements PreparedCall<S> {
     countBorn("PreparedCall");
   }
 
+  /** False: each try of {@link ArgumentsCall.retry} is one call. */
+  readonly nativeRetry: boolean = false;
+
+  /** Calls until the result is not 0, at most `tries` times (each try one call). */
+  retry(tries: number): ReturnType<PreparedCall<S>["call"]> {
+    return retryCalls(this, tries);
+  }
+
   /** Replaces argument `index`. */
   setArg(index: number, value: ArgValues<S["args"]>[number]): void {
     this.#a[index] = value;
@@ -261,6 +270,44 @@ export class ArgumentsCall<S extends FunctionSpec> implements PreparedCall<S> {
     if (this.#live) countDied("PreparedCall");
     this.#live = false;
   }
+}
+
+const MFD_CLOEXEC = 1;
+
+/**
+ * Writes the trampoline (ffi/trampoline.ts) into an anonymous file (`memfd_create`, so nothing is
+ * written to disk) and hands its path to `load`, which opens it; the fd is closed once `load`
+ * returns (the loader keeps its mapping). Throws where that is not possible (another
+ * architecture, no `memfd_create`).
+ */
+export function withTrampolineFile<T>(native: Native, load: (path: string) => T): T {
+  const image = trampolineImage(native.arch);
+  if (image === null) throw new RdmaError(`no trampoline for ${native.arch}`);
+  const fd = native.libc.memfd_create(
+    native.pointerOf(native.cstringBytes("rdma-verbs-call")),
+    MFD_CLOEXEC,
+  );
+  if (fd < 0) throw new RdmaError("memfd_create failed");
+  try {
+    if (Number(native.libc.write(fd, native.pointerOf(image), image.length)) !== image.length) {
+      throw new RdmaError("writing the trampoline failed");
+    }
+    return load(`/proc/self/fd/${fd}`);
+  } finally {
+    native.libc.close(fd);
+  }
+}
+
+/**
+ * {@link PreparedCall.retry} where the tries cannot loop in native code: one call per try.
+ */
+export function retryCalls<S extends FunctionSpec>(
+  p: PreparedCall<S>,
+  tries: number,
+): ReturnType<PreparedCall<S>["call"]> {
+  let r = p.call();
+  while (r === 0 && --tries > 0) r = p.call();
+  return r;
 }
 
 /**
@@ -304,6 +351,17 @@ function countedPrepareCall(prepare: Native["prepareCall"]): Native["prepareCall
       if (polls && r === 0) costs.emptyPolls++;
       return r;
     };
+    // a retry in native code is one FFI call; elsewhere each try is a `call` (counted above)
+    const retry = p.retry;
+    if (p.nativeRetry) {
+      p.retry = (tries) => {
+        const t = performance.now();
+        const r = retry.call(p, tries);
+        countCallAt(slot, performance.now() - t);
+        if (polls && r === 0) costs.emptyPolls++;
+        return r;
+      };
+    }
     return p;
   };
 }

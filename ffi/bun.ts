@@ -7,7 +7,10 @@
 
 import { CFunction, dlopen, FFIType, ptr, read, toArrayBuffer } from "bun:ffi";
 import process from "node:process";
+import { RdmaError } from "../types/errors.ts";
 import type {
+  ArgValues,
+  BoundFunction,
   BoundLibrary,
   CType,
   FunctionSpec,
@@ -15,9 +18,14 @@ import type {
   Pointer,
   SymbolTable,
 } from "../types/ctypes.ts";
-import type { Native } from "../types/native.ts";
-import { ArgumentsCall, type Backend, buildNative } from "./build.ts";
+import type { Native, PreparedCall } from "../types/native.ts";
+import { ArgumentsCall, type Backend, buildNative, withTrampolineFile } from "./build.ts";
 import type { LibraryPaths } from "./library.ts";
+import {
+  TRAMPOLINE_BLOCK_BYTES,
+  TRAMPOLINE_MAX_ARGS,
+  TRAMPOLINE_RETRY_SYMBOL,
+} from "./trampoline.ts";
 
 const BUN_ARGS: Record<CType, FFIType> = {
   void: FFIType.void,
@@ -100,13 +108,106 @@ const backend: Backend = {
     return new TextDecoder().decode(new Uint8Array(toArrayBuffer(start as never, 0, len)));
   },
   // a prepared call only holds its arguments: the CFunction (a compiled trampoline) is made once
-  // per function and signature and shared (`native.fnPointer` caches it)
-  functionPointers: (native) => ({
-    path: "CFunction",
-    fnPointer,
-    prepareCall: (fn, spec, args) => new ArgumentsCall(native.fnPointer(fn, spec), args),
-  }),
+  // per function and signature and shared (`native.fnPointer` caches it); an `int` call of
+  // integer and pointer arguments also gets a block for the trampoline's retry, where it loads
+  functionPointers(native, paths) {
+    let retry: RetryFn | null | undefined = paths.trampoline === false ? null : undefined;
+    return {
+      path: "CFunction",
+      fnPointer,
+      prepareCall(fn, spec, args) {
+        const f = native.fnPointer(fn, spec);
+        if (!retryFits(spec)) return new ArgumentsCall(f, args);
+        retry ??= loadRetry(native);
+        return retry === null
+          ? new ArgumentsCall(f, args)
+          : new BlockRetryCall(native, retry, fn, spec, f, args);
+      },
+    };
+  },
 };
+
+/** The trampoline's `rdma_verbs_retry(block, tries)`. */
+type RetryFn = (block: number, tries: number) => number;
+
+/** The trampoline's retry bound, or null where it does not load (then tries are calls). */
+function loadRetry(native: Native): RetryFn | null {
+  try {
+    return withTrampolineFile(native, (path) =>
+      dlopen(path, {
+        [TRAMPOLINE_RETRY_SYMBOL]: { args: [FFIType.ptr, FFIType.u32], returns: FFIType.i32 },
+      }).symbols[TRAMPOLINE_RETRY_SYMBOL] as unknown as RetryFn);
+  } catch {
+    return null;
+  }
+}
+
+/** True when the trampoline's retry can make `spec`'s calls: an `int` of integers and pointers. */
+function retryFits(spec: FunctionSpec): boolean {
+  return spec.result === "i32" && spec.args.length <= TRAMPOLINE_MAX_ARGS &&
+    spec.args.every((t) => t !== "f32" && t !== "f64");
+}
+
+/**
+ * A prepared `int` call whose {@link PreparedCall.retry} loops in the trampoline: the function and
+ * its arguments are also kept in a native block (8-byte slots: the function, then the arguments),
+ * freed with the call.
+ */
+class BlockRetryCall<S extends FunctionSpec> extends ArgumentsCall<S> {
+  override readonly nativeRetry = true;
+  readonly #native: Native;
+  readonly #retry: RetryFn;
+  readonly #spec: S;
+  #block: NativePointer | null;
+  readonly #at: number;
+  readonly #view: DataView;
+
+  constructor(
+    native: Native,
+    retry: RetryFn,
+    fn: NativePointer,
+    spec: S,
+    f: BoundFunction<S>,
+    args: ArgValues<S["args"]>,
+  ) {
+    super(f, args);
+    this.#native = native;
+    this.#retry = retry;
+    this.#spec = spec;
+    const block = this.#block = native.alloc(TRAMPOLINE_BLOCK_BYTES, 16);
+    this.#at = bunPtr(block);
+    this.#view = new DataView(native.arrayBuffer(block, TRAMPOLINE_BLOCK_BYTES));
+    native.writePointer(block, 0, fn);
+    for (let i = 0; i < args.length; i++) this.#write(i, args[i]);
+  }
+
+  /** The tries in one call of the trampoline's retry. */
+  override retry(tries: number): ReturnType<PreparedCall<S>["call"]> {
+    if (this.#block === null) throw new RdmaError("prepared call used after free()");
+    return this.#retry(this.#at, tries) as ReturnType<PreparedCall<S>["call"]>;
+  }
+
+  override setArg(index: number, value: ArgValues<S["args"]>[number]): void {
+    super.setArg(index, value);
+    this.#write(index, value);
+  }
+
+  override free(): void {
+    super.free();
+    if (this.#block === null) return;
+    this.#native.free(this.#block, TRAMPOLINE_BLOCK_BYTES, 16);
+    this.#block = null;
+  }
+
+  /** Writes argument `index` into its slot (a pointer's address, an integer sign-extended). */
+  #write(index: number, value: unknown): void {
+    const t = this.#spec.args[index];
+    const v = t === "pointer" || t === "buffer"
+      ? BigInt(ArrayBuffer.isView(value) ? ptr(value as never) : bunPtr(value as Pointer))
+      : BigInt(typeof value === "bigint" ? value : Math.trunc(value as number));
+    this.#view.setBigInt64(8 * (1 + index), v, true);
+  }
+}
 
 /** The CPU architecture, named as the layout tables name it. */
 export const arch: string = backend.arch;

@@ -27,6 +27,8 @@ import {
   type CopyBytes,
   copyFits,
   copyRangeError,
+  retryCalls,
+  withTrampolineFile,
 } from "./build.ts";
 import { candidates, LIBRARIES, type LibraryPaths } from "./library.ts";
 import { countBorn, countDied } from "./census.ts";
@@ -34,8 +36,8 @@ import {
   TRAMPOLINE_BLOCK_BYTES,
   TRAMPOLINE_COPY_SYMBOL,
   TRAMPOLINE_MAX_ARGS,
+  TRAMPOLINE_RETRY_SYMBOL,
   TRAMPOLINE_SYMBOL,
-  trampolineImage,
 } from "./trampoline.ts";
 
 type DenoResult = Deno.NativeResultType;
@@ -292,6 +294,12 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
       }
     }
 
+    readonly nativeRetry = false;
+
+    retry(tries: number): ReturnType<PreparedCall<S>["call"]> {
+      return retryCalls(this, tries);
+    }
+
     setArg(index: number, value: ArgValues<S["args"]>[number]): void {
       writeSlot(this.#view, SLOT * (1 + index), this.#spec.args[index], value);
     }
@@ -319,8 +327,6 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
     },
   };
 }
-
-const MFD_CLOEXEC = 1;
 
 /** Result types the trampoline is bound for (every prepared call of the verbs' hot paths). */
 const TRAMPOLINE_RESULTS = ["i32", "u32", "void", "pointer"] as const;
@@ -360,18 +366,7 @@ const trampolines = new WeakMap<Native, TrampolineSymbols>();
 type TrampolineSymbols = ReturnType<typeof bindTrampoline>;
 
 function bindTrampoline(native: Native) {
-  const image = trampolineImage(native.arch);
-  if (image === null) throw new RdmaError(`no trampoline for ${native.arch}`);
-  const fd = native.libc.memfd_create(
-    native.pointerOf(native.cstringBytes("rdma-verbs-call")),
-    MFD_CLOEXEC,
-  );
-  if (fd < 0) throw new RdmaError("memfd_create failed");
-  try {
-    if (Number(native.libc.write(fd, native.pointerOf(image), image.length)) !== image.length) {
-      throw new RdmaError("writing the trampoline failed");
-    }
-    const path = `/proc/self/fd/${fd}`;
+  return withTrampolineFile(native, (path) => {
     // where --allow-ffi names some paths only, ask nobody: libffi instead
     if (Deno.permissions.querySync({ name: "ffi", path }).state !== "granted") {
       throw new RdmaError("no ffi permission for the trampoline");
@@ -390,11 +385,11 @@ function bindTrampoline(native: Native) {
           parameters: ["buffer", "u32", "buffer", "u32", "u32", "pointer"],
           result: "void",
         },
+        // block, tries
+        retry: { name: TRAMPOLINE_RETRY_SYMBOL, parameters: ["pointer", "u32"], result: "i32" },
       } as const,
     ).symbols;
-  } finally {
-    native.libc.close(fd);
-  }
+  });
 }
 
 /**
@@ -406,9 +401,8 @@ function trampolinePath(
   native: Native,
   fallback: () => Pick<Native, "fnPointer" | "prepareCall">,
 ): Pick<Native, "fnPointer" | "prepareCall"> {
-  const { i32: callI32, u32: callU32, void: callVoid, pointer: callPointer } = loadTrampoline(
-    native,
-  );
+  const { i32: callI32, u32: callU32, void: callVoid, pointer: callPointer, retry } =
+    loadTrampoline(native);
 
   /** One prepared call: its block (the function, then one 8-byte slot per argument). */
   class TrampolineCall<S extends FunctionSpec> implements PreparedCall<S> {
@@ -456,6 +450,18 @@ function trampolinePath(
       }
     }
 
+    /** True for an `i32` result: its tries loop in the trampoline. */
+    get nativeRetry(): boolean {
+      return this.#result === "i32";
+    }
+
+    /** The tries in one fast call of the trampoline's retry (an `i32` result only). */
+    retry(tries: number): ReturnType<PreparedCall<S>["call"]> {
+      if (this.#block === null) throw new RdmaError("prepared call used after free()");
+      if (this.#result !== "i32") return retryCalls(this, tries);
+      return retry(this.#arg, tries) as ReturnType<PreparedCall<S>["call"]>;
+    }
+
     setArg(index: number, value: ArgValues<S["args"]>[number]): void {
       writeSlot(this.#view, SLOT * (1 + index), this.#spec.args[index], value);
     }
@@ -481,6 +487,12 @@ function trampolinePath(
 
     call(): ReturnType<PreparedCall<S>["call"]> {
       return ((this.#inner.call() as number) & this.#mask) as ReturnType<PreparedCall<S>["call"]>;
+    }
+
+    readonly nativeRetry = false;
+
+    retry(tries: number): ReturnType<PreparedCall<S>["call"]> {
+      return retryCalls(this, tries);
     }
 
     setArg(index: number, value: ArgValues<S["args"]>[number]): void {

@@ -1,5 +1,5 @@
 /**
- * A shared object, built in memory, that exports two functions. `rdma_verbs_call(block)` loads a
+ * A shared object, built in memory, that exports three functions. `rdma_verbs_call(block)` loads a
  * function pointer and up to {@link TRAMPOLINE_MAX_ARGS} integer or pointer arguments from
  * `block` (8-byte slots: the function, then the arguments) into the argument registers and jumps
  * to the function, whose return value is then the trampoline's. Deno can call an exported symbol
@@ -12,6 +12,11 @@
  * src + srcOffset, n)` (libc's `memmove`; the offsets and `n` are 32-bit): bound with typed-array
  * parameters, it copies part of one array into another in one fast call, where `TypedArray.set`
  * takes a part only as a new `subarray` view.
+ *
+ * `rdma_verbs_retry(block, tries)` makes the block's call up to `tries` times (at least once) while
+ * it returns 0 as a 32-bit integer, and returns the last result: a busy poll of a CQ whose empty
+ * polls cost what C's do, not one FFI call each. It stores the tries it did not make at the block's
+ * {@link TRAMPOLINE_TRIES_LEFT_SLOT}, so that a cost account can count the calls made.
  *
  * The image is a minimal ELF64 `ET_DYN`: one read+execute segment (headers, code, symbol table,
  * string table, SysV hash) and one read+write segment holding the dynamic section (older dynamic
@@ -26,11 +31,20 @@ export const TRAMPOLINE_SYMBOL = "rdma_verbs_call";
 /** The exported copy symbol. */
 export const TRAMPOLINE_COPY_SYMBOL = "rdma_verbs_copy";
 
+/** The exported retrying call symbol. */
+export const TRAMPOLINE_RETRY_SYMBOL = "rdma_verbs_retry";
+
 /** Integer or pointer arguments the trampoline passes (the registers of the System V ABI). */
 export const TRAMPOLINE_MAX_ARGS = 6;
 
-/** Bytes of a call's block: the function pointer and one slot per argument. */
-export const TRAMPOLINE_BLOCK_BYTES = 8 * (1 + TRAMPOLINE_MAX_ARGS);
+/**
+ * Byte offset in a call's block of the 32-bit count of tries a retrying call did not make (0 when
+ * every try came back empty).
+ */
+export const TRAMPOLINE_TRIES_LEFT_SLOT = 8 * (1 + TRAMPOLINE_MAX_ARGS);
+
+/** Bytes of a call's block: the function pointer, one slot per argument, the tries left. */
+export const TRAMPOLINE_BLOCK_BYTES = TRAMPOLINE_TRIES_LEFT_SLOT + 8;
 
 // mov rax, rdi; mov rdi..r9, [rax + 8..48]; jmp [rax]
 // deno-fmt-ignore
@@ -57,6 +71,37 @@ const X86_64_COPY = [
   0x41, 0xff, 0xe1, //       jmp r9
 ];
 
+// block in rbx, tries in r12d (callee-saved; three pushes keep the stack 16-byte aligned at the call)
+// push rbx; push r12; push r13; mov rbx, rdi; mov r12d, esi
+// again: mov rdi..r9, [rbx + 8..48]; call [rbx]; dec r12d; test eax, eax; jnz done;
+//   test r12d, r12d; jnz again
+// done: mov [rbx + 56], r12d; pop r13; pop r12; pop rbx; ret
+// deno-fmt-ignore
+const X86_64_RETRY = [
+  0x53, //                   push rbx
+  0x41, 0x54, //             push r12
+  0x41, 0x55, //             push r13
+  0x48, 0x89, 0xfb, //       mov rbx, rdi
+  0x41, 0x89, 0xf4, //       mov r12d, esi
+  0x48, 0x8b, 0x7b, 0x08, // again: mov rdi, [rbx+8]
+  0x48, 0x8b, 0x73, 0x10, // mov rsi, [rbx+16]
+  0x48, 0x8b, 0x53, 0x18, // mov rdx, [rbx+24]
+  0x48, 0x8b, 0x4b, 0x20, // mov rcx, [rbx+32]
+  0x4c, 0x8b, 0x43, 0x28, // mov r8, [rbx+40]
+  0x4c, 0x8b, 0x4b, 0x30, // mov r9, [rbx+48]
+  0xff, 0x13, //             call [rbx]
+  0x41, 0xff, 0xcc, //       dec r12d
+  0x85, 0xc0, //             test eax, eax
+  0x75, 0x05, //             jnz done
+  0x45, 0x85, 0xe4, //       test r12d, r12d
+  0x75, 0xda, //             jnz again
+  0x44, 0x89, 0x63, 0x38, // done: mov [rbx+56], r12d
+  0x41, 0x5d, //             pop r13
+  0x41, 0x5c, //             pop r12
+  0x5b, //                   pop rbx
+  0xc3, //                   ret
+];
+
 // ELF constants (elf.h)
 const EM_X86_64 = 62;
 const ET_DYN = 3;
@@ -66,15 +111,31 @@ const DT_NULL = 0, DT_HASH = 4, DT_STRTAB = 5, DT_SYMTAB = 6, DT_STRSZ = 10, DT_
 const STB_GLOBAL = 1, STT_FUNC = 2;
 const PAGE = 0x1000;
 
-// file layout: 616 bytes in all; the dynamic section's page maps at PAGE
-const EHDR = 64, PHDR = 56, PHNUM = 4;
-const CODE_AT = 0x140; // after the program headers (0x40 + 4 × 0x38)
-const COPY_AT = 0x160;
-const SYMTAB_AT = 0x180; // three Elf64_Sym: the null symbol and ours
-const STRTAB_AT = 0x1c8;
-const HASH_AT = 0x1f0;
-const DYNAMIC_AT = 0x208; // six Elf64_Dyn
-const DYNAMIC_BYTES = 6 * 16;
+/** The exported functions, in the order their code is laid out. */
+const FUNCTIONS: readonly (readonly [name: string, code: readonly number[]])[] = [
+  [TRAMPOLINE_SYMBOL, X86_64_CODE],
+  [TRAMPOLINE_COPY_SYMBOL, X86_64_COPY],
+  [TRAMPOLINE_RETRY_SYMBOL, X86_64_RETRY],
+];
+
+// file layout, computed from FUNCTIONS: headers, each function's code at a 16-byte boundary, the
+// symbol table (the null symbol, then one per function), the string table, the SysV hash, and the
+// dynamic section (six Elf64_Dyn), whose page maps at PAGE
+const EHDR = 64, PHDR = 56, PHNUM = 4, SYM = 24, DYN = 16;
+const align = (at: number, to: number) => Math.ceil(at / to) * to;
+const CODE_AT: readonly number[] = [];
+let codeEnd = EHDR + PHNUM * PHDR;
+for (const [, code] of FUNCTIONS) {
+  (CODE_AT as number[]).push(align(codeEnd, 16));
+  codeEnd = CODE_AT.at(-1)! + code.length;
+}
+const SYMTAB_AT = align(codeEnd, 8);
+const STRTAB_AT = SYMTAB_AT + SYM * (1 + FUNCTIONS.length);
+const STRTAB_BYTES = FUNCTIONS.reduce((n, [name]) => n + name.length + 1, 1);
+const HASH_AT = align(STRTAB_AT + STRTAB_BYTES, 8);
+const HASH_BYTES = 4 * (2 + 1 + 1 + FUNCTIONS.length); // nbucket, nchain, one bucket, the chain
+const DYNAMIC_AT = align(HASH_AT + HASH_BYTES, 8);
+const DYNAMIC_BYTES = 6 * DYN;
 const IMAGE_BYTES = DYNAMIC_AT + DYNAMIC_BYTES;
 
 /** The shared object for `arch` (Deno's `Deno.build.arch` naming), or null where there is none. */
@@ -121,35 +182,32 @@ export function trampolineImage(arch: string): Uint8Array | null {
   phdr(2, PT_DYNAMIC, PF_R | PF_W, DYNAMIC_AT, PAGE + DYNAMIC_AT, DYNAMIC_BYTES);
   phdr(3, PT_GNU_STACK, PF_R | PF_W, 0, 0, 0);
 
-  image.set(X86_64_CODE, CODE_AT);
-  image.set(X86_64_COPY, COPY_AT);
-
-  // Elf64_Sym[1..2]: name, info, other, shndx, value, size (a section index other than SHN_UNDEF
-  // and SHN_ABS, so that the loader adds the load address); the string table holds
-  // "\0rdma_verbs_call\0rdma_verbs_copy\0"
+  // Elf64_Sym[1..]: name, info, other, shndx, value, size (a section index other than SHN_UNDEF
+  // and SHN_ABS, so that the loader adds the load address); the string table holds the names,
+  // each after a NUL
   const encoder = new TextEncoder();
   let strsz = 1;
-  const symbol = (i: number, name: string, at: number, size: number) => {
-    const sym = SYMTAB_AT + 24 * i;
+  FUNCTIONS.forEach(([name, code], i) => {
+    image.set(code, CODE_AT[i]);
+    const sym = SYMTAB_AT + SYM * (1 + i);
     u32(sym, strsz);
     image[sym + 4] = (STB_GLOBAL << 4) | STT_FUNC;
     u16(sym + 6, 1);
-    u64(sym + 8, at);
-    u64(sym + 16, size);
+    u64(sym + 8, CODE_AT[i]);
+    u64(sym + 16, code.length);
     const bytes = encoder.encode(name);
     image.set(bytes, STRTAB_AT + strsz);
     strsz += bytes.length + 1;
-  };
-  symbol(1, TRAMPOLINE_SYMBOL, CODE_AT, X86_64_CODE.length);
-  symbol(2, TRAMPOLINE_COPY_SYMBOL, COPY_AT, X86_64_COPY.length);
+  });
 
-  // SysV hash: one bucket holding symbol 1, chained to symbol 2, whose chain ends
+  // SysV hash: one bucket holding symbol 1, each symbol chained to the next, the last ending
+  const nsyms = 1 + FUNCTIONS.length;
   u32(HASH_AT, 1); // nbucket
-  u32(HASH_AT + 4, 3); // nchain (= number of symbols)
+  u32(HASH_AT + 4, nsyms); // nchain (= number of symbols)
   u32(HASH_AT + 8, 1); // bucket[0]
-  u32(HASH_AT + 12, 0); // chain[0]
-  u32(HASH_AT + 16, 2); // chain[1]
-  u32(HASH_AT + 20, 0); // chain[2]
+  for (let i = 0; i < nsyms; i++) {
+    u32(HASH_AT + 12 + 4 * i, i === 0 || i === nsyms - 1 ? 0 : i + 1); // chain[i]
+  }
 
   const dyn: [number, number][] = [
     [DT_HASH, HASH_AT],
@@ -160,8 +218,8 @@ export function trampolineImage(arch: string): Uint8Array | null {
     [DT_NULL, 0],
   ];
   dyn.forEach(([tag, value], i) => {
-    u64(DYNAMIC_AT + 16 * i, tag);
-    u64(DYNAMIC_AT + 16 * i + 8, value);
+    u64(DYNAMIC_AT + DYN * i, tag);
+    u64(DYNAMIC_AT + DYN * i + 8, value);
   });
   return image;
 }

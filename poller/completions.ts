@@ -227,24 +227,17 @@ export class WakeCost {
 export const PROBE_EVERY = 4;
 
 /**
- * A spin reads the clock once every this many polling passes (and after its first one), and ends
- * at the first read past its budget: reading the clock costs about as much as a poll on some
- * runtimes (and allocates in Deno). Spins used to count passes, each worth a moving average of
- * the passes' measured cost; a spin during which the process was preempted raised that average,
- * so in the guest, preempted about once per round trip, spins ended after a fifth to a third of
- * their budget (bench/results/2026-11-27-spin.md). By the clock a spin lasts its budget, whatever
- * preempted it; after a preemption the poll comes before the clock read, so an answer that came
- * meanwhile is still caught (bench/results/2026-11-28-spin-clock.md).
+ * A spin polls this many times between clock reads (in one call, `poll(max, tries)`, whose tries
+ * loop in native code where the runtime can), reads the clock after its first poll, and ends at
+ * the first read past its budget: reading the clock costs about as much as a poll's FFI call on
+ * some runtimes (and allocates in Deno). Spins used to count passes, each worth a moving average
+ * of the passes' measured cost; a spin during which the process was preempted raised that
+ * average, so in the guest, preempted about once per round trip, spins ended after a fifth to a
+ * third of their budget (bench/results/2026-11-27-spin.md). By the clock a spin lasts its budget,
+ * whatever preempted it; after a preemption the poll comes before the clock read, so an answer
+ * that came meanwhile is still caught (bench/results/2026-11-28-spin-clock.md).
  */
 export const SPIN_CLOCK_EVERY = 8;
-
-/**
- * Whether a spin ending at `end` (the library's clock, ms) is over after its `pass`th poll (1 for
- * the first): the clock is read only on passes 1, 1 + {@link SPIN_CLOCK_EVERY}, ...
- */
-export function spinOver(pass: number, end: number): boolean {
-  return (pass & (SPIN_CLOCK_EVERY - 1)) === 1 && now() >= end;
-}
 
 /** Throws unless `spinMicros` is a valid spin budget. */
 export function checkSpinMicros(spinMicros: unknown): void {
@@ -275,8 +268,11 @@ export interface CompletionChannelLike {
 
 /** A CQ as the poller sees it (structural: the verbs `CompletionQueue`). */
 export interface CompletionSource {
-  /** Polls up to `max` completions into the CQ's WC array; returns how many. */
-  poll(max?: number): number;
+  /**
+   * Polls up to `max` completions into the CQ's WC array, up to `tries` polls while nothing
+   * arrives (a busy poll, in native code where the runtime can); returns how many.
+   */
+  poll(max?: number, tries?: number): number;
   /** Arms the CQ for one channel event (next completion, or next solicited one). */
   requestNotify(solicitedOnly?: boolean): void;
   /** The completion channel, or null (then only `"busy"` works). */
@@ -466,9 +462,8 @@ function spinPoll(
   }
   const start = now();
   const end = start + micros / 1000;
-  let pass = 2; // the read above was the first pass's
-  n = cq.poll(max);
-  while (n === 0 && !spinOver(pass++, end)) n = cq.poll(max);
+  n = cq.poll(max, SPIN_CLOCK_EVERY);
+  while (n === 0 && now() < end) n = cq.poll(max, SPIN_CLOCK_EVERY);
   if (learn) {
     const spun = (now() - start) * 1000;
     if (n > 0) learn.hit(spun);

@@ -9,6 +9,7 @@ import { LIBC } from "../types/symbols/libc.ts";
 import { Errno } from "../types/errno.ts";
 import { InvalidArgumentError, LibraryNotFoundError } from "../types/errors.ts";
 import type { FunctionSpec } from "../types/ctypes.ts";
+import type { Native } from "../types/native.ts";
 
 const tables = { libibverbs: IBVERBS, librdmacm: RDMACM, libc: LIBC } as const;
 
@@ -65,6 +66,52 @@ test("a function pointer calls a real libc function (prepared and direct)", () =
   const abs = n.fnPointer(labs, { args: ["i64"], result: "i64", c: "long labs(long j)" });
   assert.equal(Number(abs(-123456789012)), 123456789012);
   assert.ok(["trampoline", "libffi", "CFunction"].includes(n.fnPointerPath), n.fnPointerPath);
+});
+
+/**
+ * `fgetc` on a memory stream of "\0\0\0x\0y": a call that returns 0 until it does not, with
+ * state, so that the tries a retry made show in what the next call reads. True when the tries
+ * looped in native code.
+ */
+function checkRetry(n: Native): boolean {
+  const self = n.libc.dlopen(null, 2);
+  const sym = (name: string) => n.libc.dlsym(self, n.pointerOf(n.cstringBytes(name)))!;
+  const text = new Uint8Array([0, 0, 0, 0x78, 0, 0x79]);
+  const buf = n.alloc(text.length);
+  new Uint8Array(n.arrayBuffer(buf, text.length)).set(text);
+  const mode = n.cstringBytes("r");
+  const fmemopen = n.fnPointer(sym("fmemopen"), {
+    args: ["pointer", "usize", "buffer"],
+    result: "pointer",
+    c: "FILE *fmemopen(void *buf, size_t size, const char *mode)",
+  });
+  const fp = fmemopen(buf, text.length, mode);
+  assert.ok(fp !== null, "fmemopen");
+  const fgetc = n.prepareCall(
+    sym("fgetc"),
+    { args: ["pointer"], result: "i32", c: "int fgetc(FILE *stream)" },
+    [fp],
+  );
+  assert.equal(fgetc.retry(2), 0, "two tries read two NULs");
+  assert.equal(fgetc.retry(10), 0x78, "the third NUL, then x: the tries stop at it");
+  assert.equal(fgetc.retry(1), 0, "one try reads one NUL");
+  assert.equal(fgetc.retry(3), 0x79);
+  assert.equal(fgetc.retry(4), -1, "EOF is not 0: one try");
+  const natively = fgetc.nativeRetry;
+  fgetc.free();
+  n.fnPointer(sym("fclose"), { args: ["pointer"], result: "i32", c: "int fclose(FILE *f)" })(fp);
+  n.free(buf, text.length);
+  return natively;
+}
+
+test("a prepared call's retry makes up to `tries` calls while it returns 0, in native code on x86-64", async () => {
+  assert.equal(checkRetry(native()), process.arch === "x64");
+  if ("Bun" in globalThis) return;
+  // Deno's fallback paths: each try is one call
+  const { createNative } = await import("../ffi/deno.ts");
+  for (const paths of [{ trampoline: false }, { trampoline: false, libffi: false }] as const) {
+    assert.equal(checkRetry(createNative(paths)), false, JSON.stringify(paths));
+  }
 });
 
 test("native memory: aligned, zeroed, zero-copy views, C strings both ways", () => {

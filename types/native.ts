@@ -30,6 +30,14 @@ export type FnPointerPath = "CFunction" | "trampoline" | "libffi" | "UnsafeFnPoi
 export interface PreparedCall<S extends FunctionSpec> {
   /** Calls the function with the current arguments. */
   call(): ResultValue<S["result"]>;
+  /**
+   * Calls until the (integer) result is not 0, at most `tries` (1 or more) times, and returns the last
+   * result: a busy poll. Where the loader can, the tries loop in native code (one FFI call);
+   * elsewhere they are `tries` calls.
+   */
+  retry(tries: number): ResultValue<S["result"]>;
+  /** True when {@link PreparedCall.retry}'s tries loop in native code (one FFI call). */
+  readonly nativeRetry: boolean;
   /** Replaces one integer or pointer argument for later calls. */
   setArg(index: number, value: ArgValues<S["args"]>[number]): void;
   /** Releases the native argument block (idempotent). */

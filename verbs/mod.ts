@@ -69,7 +69,7 @@ export {
   type ReregOptions,
 } from "./mr.ts";
 export { MemoryWindow, type MwBindOptions } from "./mw.ts";
-export { CompletionQueue, type CqInit, TRACKED_WR_ID_BASE } from "./cq.ts";
+export { CompletionQueue, type CqInit, MAX_POLL_TRIES, TRACKED_WR_ID_BASE } from "./cq.ts";
 export { CompletionQueueEx, type CqExInit, WC_STANDARD_FLAGS } from "./cq-ex.ts";
 export { CompletionChannel } from "./channel.ts";
 export { WorkCompletion, type WorkCompletionData } from "./wc.ts";
