@@ -227,17 +227,18 @@ export class WakeCost {
 export const PROBE_EVERY = 4;
 
 /**
- * A spin polls this many times between clock reads (in one call, `poll(max, tries)`, whose tries
- * loop in native code where the runtime can), reads the clock after its first poll, and ends at
- * the first read past its budget: reading the clock costs about as much as a poll's FFI call on
- * some runtimes (and allocates in Deno). Spins used to count passes, each worth a moving average
- * of the passes' measured cost; a spin during which the process was preempted raised that
- * average, so in the guest, preempted about once per round trip, spins ended after a fifth to a
- * third of their budget (bench/results/2026-11-27-spin.md). By the clock a spin lasts its budget,
- * whatever preempted it; after a preemption the poll comes before the clock read, so an answer
- * that came meanwhile is still caught (bench/results/2026-11-28-spin-clock.md).
+ * A spin polls up to this many times between clock reads (one call, `poll(max, tries)`, whose
+ * tries loop in native code where the runtime can: an empty poll there costs what C's does, about
+ * 0.1 µs in the emulated guest and tens of nanoseconds on hardware, so a spin ends at most that
+ * many polls past its budget), reads the clock after its first poll, and ends at the first read
+ * past its budget. Spins used to count passes, each worth a moving average of the passes'
+ * measured cost; a spin during which the process was preempted raised that average, so in the
+ * guest, preempted about once per round trip, spins ended after a fifth to a third of their budget
+ * (bench/results/2026-11-27-spin.md). By the clock a spin lasts its budget, whatever preempted it;
+ * after a preemption the poll comes before the clock read, so an answer that came meanwhile is
+ * still caught (bench/results/2026-11-28-spin-clock.md).
  */
-export const SPIN_CLOCK_EVERY = 8;
+export const SPIN_CLOCK_EVERY = 64;
 
 /** Throws unless `spinMicros` is a valid spin budget. */
 export function checkSpinMicros(spinMicros: unknown): void {

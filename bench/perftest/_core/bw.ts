@@ -36,7 +36,7 @@ import { END, Phases, SAMPLE } from "./clock.ts";
 import type { Dest } from "./oob.ts";
 import type { BwTimes } from "./report.ts";
 import { inc, type Resources, UD_GRH } from "./resources.ts";
-import { check, eventWait, spin, SPIN_TRIES } from "./wait.ts";
+import { check, eventWait, spin } from "./wait.ts";
 
 /** How a size walks through the cycle buffer. */
 function cycle(
@@ -295,7 +295,7 @@ export class BwReceiver {
     let tot = 0, counted = 0, first = true, spins = 0;
     let last = performance.now();
     while (dur ? ph!.state !== END : tot < total) {
-      const n = events ? await recvCq.wait(ev) : recvCq.poll(undefined, SPIN_TRIES);
+      const n = events ? await recvCq.wait(ev) : recvCq.poll();
       if (n === 0) {
         if (ph) ph.poll();
         else if ((++spins & 0xfff) === 0 && performance.now() - last > STALL_MS) {
