@@ -34,7 +34,10 @@ function countingRequested(): boolean {
 
 /** A snapshot of the cost counters (see {@link costCounts}). */
 export interface CostCounts {
-  /** FFI calls by C symbol (function pointers by their `ops` name, e.g. `poll_cq`). */
+  /**
+   * FFI calls by C symbol (function pointers by their `ops` name, e.g. `poll_cq`). A
+   * `cq.poll(max, tries)` whose tries loop in native code is one call, however many polls it made.
+   */
   readonly calls: Readonly<Record<string, number>>;
   /**
    * Time spent inside those calls by symbol, in microseconds (measured around each call: it
@@ -43,7 +46,7 @@ export interface CostCounts {
   readonly callMicros: Readonly<Record<string, number>>;
   /** All FFI calls. */
   readonly ffiCalls: number;
-  /** CQ polls that returned no completion. */
+  /** CQ poll calls that returned no completion (a native retry's counts once). */
   readonly emptyPolls: number;
   /** Times the poller woke the JS thread with ready fds (one event-loop turn each). */
   readonly wakes: number;

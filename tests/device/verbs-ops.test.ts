@@ -3,7 +3,9 @@ import assert from "node:assert/strict";
 import { deviceTest } from "../harness.ts";
 import {
   AccessFlags,
+  InvalidArgumentError,
   InvalidWorkRequestError,
+  MAX_POLL_TRIES,
   QpType,
   SendFlags,
   WcFlags,
@@ -74,6 +76,38 @@ deviceTest("verbs RC: RDMA_WRITE and RDMA_WRITE_WITH_IMM land in remote memory",
   assert.equal(recv.wrId, 5n);
   assert.equal(text(dst.buffer.subarray(64, 72)), "with imm");
 });
+
+deviceTest(
+  "verbs: cq.poll(max, tries) polls until completions arrive, at most `tries` polls",
+  (env) => {
+    using f = fixture(env);
+    const [a, b] = qpPair(f, { cap: { maxSendWr: 32, maxRecvWr: 32 } });
+    assert.equal(f.cq.poll(undefined, 1000), 0, "an empty CQ: every try comes back empty");
+    for (const tries of [0, -1, 1.5, MAX_POLL_TRIES + 1, NaN]) {
+      assert.throws(() => f.cq.poll(1, tries), InvalidArgumentError, `tries ${tries}`);
+    }
+    const src = f.pd.allocBuffer(64);
+    const dst = f.pd.allocBuffer(64);
+    src.buffer.set(bytes("polled"));
+    for (let i = 0; i < 20; i++) b.postRecv({ wrId: 100 + i, sg: [{ mr: dst }] });
+    for (let i = 0; i < 20; i++) {
+      a.postSend({ wrId: i, opcode: WrOpcode.SEND, sg: [{ mr: src, length: 6 }] });
+    }
+    // 40 completions in all (20 sends, 20 receives): each call returns as soon as a poll finds
+    // some, never more than `max`
+    let seen = 0;
+    const deadline = Date.now() + 10_000;
+    while (seen < 40 && Date.now() < deadline) {
+      const n = f.cq.poll(3, 64);
+      assert.ok(n >= 0 && n <= 3, `poll(3, 64) returned ${n}`);
+      for (let i = 0; i < n; i++) assert.equal(f.cq.completion(i).status, WcStatus.SUCCESS);
+      seen += n;
+    }
+    assert.equal(seen, 40);
+    assert.equal(f.cq.poll(undefined, 64), 0);
+    assert.equal(text(dst.buffer.subarray(0, 6)), "polled");
+  },
+);
 
 deviceTest("verbs RC: RDMA_READ reads remote memory", (env) => {
   using f = fixture(env);
