@@ -184,6 +184,10 @@ class BlockRetryCall<S extends FunctionSpec> extends ArgumentsCall<S> {
   /** The tries in one call of the trampoline's retry. */
   override retry(tries: number): ReturnType<PreparedCall<S>["call"]> {
     if (this.#block === null) throw new RdmaError("prepared call used after free()");
+    // the native loop's 32-bit counter takes 0 for 2^32
+    if (!(tries >= 1 && tries <= 0xffffffff)) {
+      throw new RdmaError(`retry: tries must be 1..${0xffffffff}, got ${tries}`);
+    }
     return this.#retry(this.#at, tries) as ReturnType<PreparedCall<S>["call"]>;
   }
 

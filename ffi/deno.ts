@@ -328,6 +328,9 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
   };
 }
 
+/** The most tries one retry takes (its count is the native loop's 32-bit counter). */
+const MAX_TRIES = 0xffffffff;
+
 /** Result types the trampoline is bound for (every prepared call of the verbs' hot paths). */
 const TRAMPOLINE_RESULTS = ["i32", "u32", "void", "pointer"] as const;
 type TrampolineResult = typeof TRAMPOLINE_RESULTS[number];
@@ -455,11 +458,20 @@ function trampolinePath(
       return this.#result === "i32";
     }
 
-    /** The tries in one fast call of the trampoline's retry (an `i32` result only). */
+    /**
+     * The tries in one fast call of the trampoline's retry (an `i32` result; other results try
+     * by calls). Like {@link TrampolineCall.call}, above Maglev's inlining limit and below
+     * TurboFan's (tests/ffi.test.ts holds its size): the tries' count is checked here, as the
+     * native loop takes 0 for 2^32.
+     */
     retry(tries: number): ReturnType<PreparedCall<S>["call"]> {
+      const block = this.#arg;
       if (this.#block === null) throw new RdmaError("prepared call used after free()");
-      if (this.#result !== "i32") return retryCalls(this, tries);
-      return retry(this.#arg, tries) as ReturnType<PreparedCall<S>["call"]>;
+      if (!(tries >= 1 && tries <= MAX_TRIES)) {
+        throw new RdmaError(`retry: tries must be 1..${MAX_TRIES}, got ${tries}`);
+      }
+      if (this.#result === "i32") return retry(block, tries) as ReturnType<PreparedCall<S>["call"]>;
+      return retryCalls(this, tries);
     }
 
     setArg(index: number, value: ArgValues<S["args"]>[number]): void {

@@ -155,14 +155,15 @@ test(
   "Deno's prepared calls are too big for Maglev to inline and small enough for TurboFan",
   () => {
     // Maglev inlines up to 100 bytes of bytecode and makes an inlined FFI call take V8's slow
-    // path; TurboFan inlines up to 460 and keeps the fast one (ffi/deno.ts: TrampolineCall.call,
-    // LibffiCall.call and the trampoline's copy)
+    // path; TurboFan inlines up to 460 and keeps the fast one (ffi/deno.ts: TrampolineCall.call
+    // and .retry, LibffiCall.call and the trampoline's copy)
     const source = `
       import { createNative } from "${moduleUrl("ffi/deno.ts")}";
       const n = createNative(JSON.parse(Deno.args[0]));
       const abs = n.libc.dlsym(n.libc.dlopen(null, 2), n.pointerOf(n.cstringBytes("abs")));
       const p = n.prepareCall(abs, { args: ["i32"], result: "i32", c: "int abs(int j)" }, [-7]);
       if (p.call() !== 7) throw new Error("abs(-7)");
+      if (p.retry(3) !== 7) throw new Error("abs(-7), retried");
       n.copy(new Uint8Array(100), 1, new Uint8Array(100), 2, 80);
       console.log(n.fnPointerPath);
     `;
@@ -186,6 +187,11 @@ test(
     if (fast === "trampoline") {
       const size = bytecode("copyBytes", {}, fast);
       assert.ok(size > 100 && size <= 460, `the trampoline's copy is ${size} bytes of bytecode`);
+      const retry = bytecode("retry", {}, fast);
+      assert.ok(
+        retry > 100 && retry <= 460,
+        `the trampoline's retry is ${retry} bytes of bytecode`,
+      );
     }
   },
   { skip: "Bun" in globalThis ? "V8's inlining limits concern Deno only" : false },
