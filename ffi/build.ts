@@ -235,13 +235,14 @@ export function buildNative(backend: Backend, paths: LibraryPaths): Native {
 export class ArgumentsCall<S extends FunctionSpec> implements PreparedCall<S> {
   /** Calls the function with the current arguments. */
   readonly call: () => ReturnType<PreparedCall<S>["call"]>;
-  readonly #a: unknown[];
+  /** The current arguments (the call's closure reads the same array). */
+  protected readonly args: unknown[];
   #live = true;
 
   /** Prepares calls of `f` with `args` (changed later with {@link ArgumentsCall.setArg}). */
   constructor(f: BoundFunction<S>, args: ArgValues<S["args"]>) {
     const g = f as unknown as (...a: unknown[]) => ReturnType<PreparedCall<S>["call"]>;
-    const a = this.#a = [...args];
+    const a = this.args = [...args];
     this.call = a.length === 3
       ? () => g(a[0], a[1], a[2])
       : a.length === 2
@@ -262,7 +263,7 @@ export class ArgumentsCall<S extends FunctionSpec> implements PreparedCall<S> {
 
   /** Replaces argument `index`. */
   setArg(index: number, value: ArgValues<S["args"]>[number]): void {
-    this.#a[index] = value;
+    this.args[index] = value;
   }
 
   /** Counts the call out of the census (idempotent); there is no native state to free. */

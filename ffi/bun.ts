@@ -24,6 +24,7 @@ import type { LibraryPaths } from "./library.ts";
 import {
   TRAMPOLINE_BLOCK_BYTES,
   TRAMPOLINE_MAX_ARGS,
+  TRAMPOLINE_MAX_TRIES,
   TRAMPOLINE_RETRY_SYMBOL,
 } from "./trampoline.ts";
 
@@ -150,17 +151,20 @@ function retryFits(spec: FunctionSpec): boolean {
 
 /**
  * A prepared `int` call whose {@link PreparedCall.retry} loops in the trampoline: the function and
- * its arguments are also kept in a native block (8-byte slots: the function, then the arguments),
- * freed with the call.
+ * its arguments are copied into a native block (8-byte slots: the function, then the arguments) at
+ * the first retry, kept up to date from then on and freed with the call. A call that is never
+ * retried (a post) has no block.
  */
 class BlockRetryCall<S extends FunctionSpec> extends ArgumentsCall<S> {
   override readonly nativeRetry = true;
   readonly #native: Native;
   readonly #retry: RetryFn;
+  readonly #fn: NativePointer;
   readonly #spec: S;
-  #block: NativePointer | null;
-  readonly #at: number;
-  readonly #view: DataView;
+  #freed = false;
+  #block: NativePointer | null = null;
+  #at = 0;
+  #view: DataView | null = null;
 
   constructor(
     native: Native,
@@ -173,34 +177,39 @@ class BlockRetryCall<S extends FunctionSpec> extends ArgumentsCall<S> {
     super(f, args);
     this.#native = native;
     this.#retry = retry;
+    this.#fn = fn;
     this.#spec = spec;
-    const block = this.#block = native.alloc(TRAMPOLINE_BLOCK_BYTES, 16);
-    this.#at = bunPtr(block);
-    this.#view = new DataView(native.arrayBuffer(block, TRAMPOLINE_BLOCK_BYTES));
-    native.writePointer(block, 0, fn);
-    for (let i = 0; i < args.length; i++) this.#write(i, args[i]);
   }
 
   /** The tries in one call of the trampoline's retry. */
   override retry(tries: number): ReturnType<PreparedCall<S>["call"]> {
-    if (this.#block === null) throw new RdmaError("prepared call used after free()");
-    // the native loop's 32-bit counter takes 0 for 2^32
-    if (!(tries >= 1 && tries <= 0xffffffff)) {
-      throw new RdmaError(`retry: tries must be 1..${0xffffffff}, got ${tries}`);
+    if (this.#freed) throw new RdmaError("prepared call used after free()");
+    if (!(tries >= 1 && tries <= TRAMPOLINE_MAX_TRIES)) {
+      throw new RdmaError(`retry: tries must be 1..${TRAMPOLINE_MAX_TRIES}, got ${tries}`);
     }
+    if (this.#block === null) this.#makeBlock();
     return this.#retry(this.#at, tries) as ReturnType<PreparedCall<S>["call"]>;
   }
 
   override setArg(index: number, value: ArgValues<S["args"]>[number]): void {
     super.setArg(index, value);
-    this.#write(index, value);
+    if (this.#view !== null) this.#write(index, value);
   }
 
   override free(): void {
     super.free();
+    this.#freed = true;
     if (this.#block === null) return;
     this.#native.free(this.#block, TRAMPOLINE_BLOCK_BYTES, 16);
-    this.#block = null;
+    this.#block = this.#view = null;
+  }
+
+  #makeBlock(): void {
+    const block = this.#block = this.#native.alloc(TRAMPOLINE_BLOCK_BYTES, 16);
+    this.#at = bunPtr(block);
+    this.#view = new DataView(this.#native.arrayBuffer(block, TRAMPOLINE_BLOCK_BYTES));
+    this.#native.writePointer(block, 0, this.#fn);
+    for (let i = 0; i < this.args.length; i++) this.#write(i, this.args[i]);
   }
 
   /** Writes argument `index` into its slot (a pointer's address, an integer sign-extended). */
@@ -209,7 +218,7 @@ class BlockRetryCall<S extends FunctionSpec> extends ArgumentsCall<S> {
     const v = t === "pointer" || t === "buffer"
       ? BigInt(ArrayBuffer.isView(value) ? ptr(value as never) : bunPtr(value as Pointer))
       : BigInt(typeof value === "bigint" ? value : Math.trunc(value as number));
-    this.#view.setBigInt64(8 * (1 + index), v, true);
+    this.#view!.setBigInt64(8 * (1 + index), v, true);
   }
 }
 

@@ -36,6 +36,7 @@ import {
   TRAMPOLINE_BLOCK_BYTES,
   TRAMPOLINE_COPY_SYMBOL,
   TRAMPOLINE_MAX_ARGS,
+  TRAMPOLINE_MAX_TRIES,
   TRAMPOLINE_RETRY_SYMBOL,
   TRAMPOLINE_SYMBOL,
 } from "./trampoline.ts";
@@ -328,9 +329,6 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
   };
 }
 
-/** The most tries one retry takes (its count is the native loop's 32-bit counter). */
-const MAX_TRIES = 0xffffffff;
-
 /** Result types the trampoline is bound for (every prepared call of the verbs' hot paths). */
 const TRAMPOLINE_RESULTS = ["i32", "u32", "void", "pointer"] as const;
 type TrampolineResult = typeof TRAMPOLINE_RESULTS[number];
@@ -467,8 +465,8 @@ function trampolinePath(
     retry(tries: number): ReturnType<PreparedCall<S>["call"]> {
       const block = this.#arg;
       if (this.#block === null) throw new RdmaError("prepared call used after free()");
-      if (!(tries >= 1 && tries <= MAX_TRIES)) {
-        throw new RdmaError(`retry: tries must be 1..${MAX_TRIES}, got ${tries}`);
+      if (!(tries >= 1 && tries <= TRAMPOLINE_MAX_TRIES)) {
+        throw new RdmaError(`retry: tries must be 1..${TRAMPOLINE_MAX_TRIES}, got ${tries}`);
       }
       if (this.#result === "i32") return retry(block, tries) as ReturnType<PreparedCall<S>["call"]>;
       return retryCalls(this, tries);

@@ -37,6 +37,9 @@ export const TRAMPOLINE_RETRY_SYMBOL = "rdma_verbs_retry";
 /** Integer or pointer arguments the trampoline passes (the registers of the System V ABI). */
 export const TRAMPOLINE_MAX_ARGS = 6;
 
+/** The most tries one retry takes: its count is the native loop's 32-bit counter (0 would be 2^32). */
+export const TRAMPOLINE_MAX_TRIES = 0xffffffff;
+
 /**
  * Byte offset in a call's block of the 32-bit count of tries a retrying call did not make (0 when
  * every try came back empty).
@@ -46,16 +49,28 @@ export const TRAMPOLINE_TRIES_LEFT_SLOT = 8 * (1 + TRAMPOLINE_MAX_ARGS);
 /** Bytes of a call's block: the function pointer, one slot per argument, the tries left. */
 export const TRAMPOLINE_BLOCK_BYTES = TRAMPOLINE_TRIES_LEFT_SLOT + 8;
 
+/** The block's pointer in rax (the call) or rbx (the retry): ModRM's base register number. */
+const RAX = 0, RBX = 3;
+
+/**
+ * `mov rdi, rsi, rdx, rcx, r8, r9 <- [base + 8 .. 48]`: the six argument registers loaded from the
+ * block's slots (REX.W, with REX.R for r8 and r9; `8B /r` with an 8-bit displacement).
+ */
+function loadArguments(base: number): number[] {
+  const registers = [7, 6, 2, 1, 8, 9]; // rdi, rsi, rdx, rcx, r8, r9
+  return registers.flatMap((r, i) => [
+    0x48 | (r >> 3) << 2,
+    0x8b,
+    0x40 | (r & 7) << 3 | base,
+    8 * (1 + i),
+  ]);
+}
+
 // mov rax, rdi; mov rdi..r9, [rax + 8..48]; jmp [rax]
 // deno-fmt-ignore
 const X86_64_CODE = [
   0x48, 0x89, 0xf8, //       mov rax, rdi
-  0x48, 0x8b, 0x78, 0x08, // mov rdi, [rax+8]
-  0x48, 0x8b, 0x70, 0x10, // mov rsi, [rax+16]
-  0x48, 0x8b, 0x50, 0x18, // mov rdx, [rax+24]
-  0x48, 0x8b, 0x48, 0x20, // mov rcx, [rax+32]
-  0x4c, 0x8b, 0x40, 0x28, // mov r8, [rax+40]
-  0x4c, 0x8b, 0x48, 0x30, // mov r9, [rax+48]
+  ...loadArguments(RAX),
   0xff, 0x20, //             jmp [rax]
 ];
 
@@ -83,12 +98,7 @@ const X86_64_RETRY = [
   0x41, 0x55, //             push r13
   0x48, 0x89, 0xfb, //       mov rbx, rdi
   0x41, 0x89, 0xf4, //       mov r12d, esi
-  0x48, 0x8b, 0x7b, 0x08, // again: mov rdi, [rbx+8]
-  0x48, 0x8b, 0x73, 0x10, // mov rsi, [rbx+16]
-  0x48, 0x8b, 0x53, 0x18, // mov rdx, [rbx+24]
-  0x48, 0x8b, 0x4b, 0x20, // mov rcx, [rbx+32]
-  0x4c, 0x8b, 0x43, 0x28, // mov r8, [rbx+40]
-  0x4c, 0x8b, 0x4b, 0x30, // mov r9, [rbx+48]
+  ...loadArguments(RBX), //   again: mov rdi..r9, [rbx + 8..48]
   0xff, 0x13, //             call [rbx]
   0x41, 0xff, 0xcc, //       dec r12d
   0x85, 0xc0, //             test eax, eax
