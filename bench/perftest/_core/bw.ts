@@ -13,9 +13,12 @@
  *   (perftest's credits);
  * - write_bw, read_bw and atomic_bw receivers do nothing while the sender runs.
  *
- * Prepared work requests are updated in place (flags, offsets, remote address) and posted
- * with one call; times go to preallocated Float64Arrays: the loops allocate nothing, except
- * the promise of each completion-channel wait with -e.
+ * Both sides prepare one request per slot of the walk (perftest moves one request's addresses
+ * before each post; preparing each slot's once posts the same requests with no per-message
+ * address update) and the sender flips a request's signal flag in place when it changes. Each
+ * post is one call; times go to preallocated
+ * Float64Arrays: the loops allocate nothing, except the promise of each completion-channel wait
+ * with -e.
  *
  * @module
  */
@@ -60,12 +63,9 @@ export interface Walk {
 export class BwSender {
   readonly #r: Resources;
   readonly #s: Settings;
+  /** Per QP, one prepared request per slot of the walk (`[q * slots + slot]`). */
   readonly #wrs: PreparedSend[];
-  readonly #base: number[];
-  readonly #remote: number[];
-  readonly #step: number;
   readonly #slots: number;
-  readonly #remoteWalk: boolean;
   readonly #inline: number;
   readonly #tposted: Float64Array;
   readonly #tcompleted: Float64Array;
@@ -85,18 +85,19 @@ export class BwSender {
     this.#s = s;
     const verb = s.tool.verb;
     const { step, slots } = cycle(size, walk.cycleBuffer, walk.cacheLine);
-    this.#step = step;
     this.#slots = slots;
-    this.#remoteWalk = verb !== "send";
+    const remoteWalk = verb !== "send";
     this.#inline = (verb === "send" || verb === "write") && size <= s.inlineSize
       ? SendFlags.INLINE
       : 0;
-    this.#wrs = r.qps.map((qp, i) => {
-      const sg = [{ mr: r.mr, offset: r.layout.sendOffset(i), length: size }];
-      return qp.prepareSend(sendWrOf(s, i, sg, this.#inline, peers[i], ahs?.[i]));
-    });
-    this.#base = r.qps.map((_, i) => r.layout.sendOffset(i));
-    this.#remote = peers.map((p) => p.vaddr);
+    this.#wrs = r.qps.flatMap((qp, i) =>
+      Array.from({ length: slots }, (_, slot) => {
+        const off = slot * step;
+        const sg = [{ mr: r.mr, offset: r.layout.sendOffset(i) + off, length: size }];
+        const peer = remoteWalk ? { ...peers[i], vaddr: peers[i].vaddr + off } : peers[i];
+        return qp.prepareSend(sendWrOf(s, i, sg, this.#inline, peer, ahs?.[i]));
+      })
+    );
     const n = s.noPeak ? 1 : Math.max(1, s.iters * r.qps.length);
     this.#tposted = new Float64Array(n);
     this.#tcompleted = new Float64Array(n);
@@ -107,15 +108,20 @@ export class BwSender {
       : null;
   }
 
+  /** Frees the prepared requests (the QPs stay). */
+  [Symbol.dispose](): void {
+    for (const wr of this.#wrs) wr.close();
+  }
+
   /** Runs the loop; returns the times for the report. */
   async run(): Promise<BwTimes> {
     const s = this.#s;
     const cq = this.#r.sendCq;
-    const wrs = this.#wrs, base = this.#base, remote = this.#remote;
+    const wrs = this.#wrs;
     const scnt = this.#scnt, ccnt = this.#ccnt, credits = this.#credits;
     const tp = this.#tposted, tc = this.#tcompleted;
-    const nq = wrs.length, iters = s.iters, tx = s.txDepth, rx = s.rxDepth, cqMod = s.cqMod;
-    const step = this.#step, slots = this.#slots, remoteWalk = this.#remoteWalk;
+    const nq = scnt.length, iters = s.iters, tx = s.txDepth, rx = s.rxDepth, cqMod = s.cqMod;
+    const slots = this.#slots;
     const noPeak = s.noPeak, events = s.events, dur = s.duration > 0;
     const plain = this.#inline, signaled = this.#inline | SendFlags.SIGNALED;
     const total = iters * nq;
@@ -129,18 +135,14 @@ export class BwSender {
     else if (noPeak) tp[0] = performance.now();
     while (dur ? ph!.state !== END : totS < total || totC < total) {
       for (let q = 0; q < nq; q++) {
-        const wr = wrs[q];
         while ((dur || scnt[q] < iters) && scnt[q] - ccnt[q] + 1 <= tx) {
           if (credits !== null && scnt[q] + 1 - credits[nq + q] >= rx) break;
           const k = scnt[q];
+          const w = q * slots + k % slots;
+          const wr = wrs[w];
           const sig = k % cqMod === cqMod - 1 || (!dur && k === iters - 1);
           const want = sig ? signaled : plain;
-          if (flags[q] !== want) wr.setFlags(0, flags[q] = want);
-          if (slots > 1) {
-            const off = (k % slots) * step;
-            wr.setOffset(0, 0, base[q] + off);
-            if (remoteWalk) wr.setRemoteAddr(0, remote[q] + off);
-          }
+          if (flags[w] !== want) wr.setFlags(0, flags[w] = want);
           if (!noPeak) tp[totS] = performance.now();
           if (ph && ph.poll() === END) break;
           wr.post();
@@ -218,9 +220,8 @@ const STALL_MS = 60_000;
 export class BwReceiver {
   readonly #r: Resources;
   readonly #s: Settings;
+  /** Per QP, one prepared receive per slot of the walk (`[q * slots + slot]`). */
   readonly #recvs: PreparedRecv[];
-  readonly #base: number[];
-  readonly #step: number;
   readonly #slots: number;
   readonly #posted: number[];
   readonly #rcnt: number[];
@@ -235,14 +236,17 @@ export class BwReceiver {
     this.#s = s;
     const ud = s.connection === "UD";
     const { step, slots } = cycle(size, walk.cycleBuffer, walk.cacheLine);
-    this.#step = step;
     this.#slots = ud ? 1 : slots;
-    this.#base = r.qps.map((_, i) => r.layout.recvOffset(i));
-    this.#recvs = r.qps.map((qp, i) =>
-      qp.prepareRecv({
-        wrId: i,
-        sg: [{ mr: r.mr, offset: this.#base[i], length: size + (ud ? UD_GRH : 0) }],
-      })
+    this.#recvs = r.qps.flatMap((qp, i) =>
+      Array.from({ length: this.#slots }, (_, slot) =>
+        qp.prepareRecv({
+          wrId: i,
+          sg: [{
+            mr: r.mr,
+            offset: r.layout.recvOffset(i) + slot * step,
+            length: size + (ud ? UD_GRH : 0),
+          }],
+        }))
     );
     this.#posted = r.qps.map(() => 0);
     this.#rcnt = r.qps.map(() => 0);
@@ -263,15 +267,17 @@ export class BwReceiver {
       : null;
   }
 
+  /** Frees the prepared receives and credit writes (the QPs stay). */
+  [Symbol.dispose](): void {
+    for (const wr of this.#recvs) wr.close();
+    for (const wr of this.#creditWrs ?? []) wr.close();
+  }
+
   /** Posts rx depth receives on every QP (walking the cycle buffer), before the start. */
   postRecvs(): void {
-    const rx = this.#s.rxDepth;
-    for (let q = 0; q < this.#recvs.length; q++) {
-      const recv = this.#recvs[q];
-      for (let j = 0; j < rx; j++) {
-        if (this.#slots > 1) recv.setOffset(0, 0, this.#base[q] + (j % this.#slots) * this.#step);
-        recv.post();
-      }
+    const rx = this.#s.rxDepth, slots = this.#slots;
+    for (let q = 0; q < this.#posted.length; q++) {
+      for (let j = 0; j < rx; j++) this.#recvs[q * slots + j % slots].post();
       this.#posted[q] = rx;
       this.#rcnt[q] = 0;
       this.#creditOut[q] = 0;
@@ -282,11 +288,11 @@ export class BwReceiver {
   async run(): Promise<BwTimes> {
     const s = this.#s;
     const { recvCq, sendCq } = this.#r;
-    const recvs = this.#recvs, base = this.#base, posted = this.#posted, rcnt = this.#rcnt;
+    const recvs = this.#recvs, posted = this.#posted, rcnt = this.#rcnt;
     const creditWrs = this.#creditWrs, out = this.#creditOut, ctrl = this.#ctrl;
-    const nq = recvs.length, iters = s.iters, tx = s.txDepth, rx = s.rxDepth;
+    const nq = posted.length, iters = s.iters, tx = s.txDepth, rx = s.rxDepth;
     const creditCnt = Math.max(1, Math.floor(rx / 3));
-    const step = this.#step, slots = this.#slots;
+    const slots = this.#slots;
     const events = s.events, dur = s.duration > 0;
     const total = iters * nq;
     const ph = dur ? new Phases(s.duration, s.margin) : null;
@@ -323,8 +329,7 @@ export class BwReceiver {
         tot++;
         if (sampling) counted++;
         if (dur || posted[q] + 1 <= iters) {
-          if (slots > 1) recvs[q].setOffset(0, 0, base[q] + (posted[q] % slots) * step);
-          recvs[q].post();
+          recvs[q * slots + posted[q] % slots].post();
           posted[q]++;
         }
         if (creditWrs !== null && ((rcnt[q] % rx) % creditCnt) === 0) {

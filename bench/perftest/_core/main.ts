@@ -281,7 +281,7 @@ async function run(s: Settings): Promise<number> {
     await printAddresses();
     out.header();
     for (const sz of sizes) {
-      const side = server
+      using side = server
         ? new BwReceiver(res, s, sz, peers, walk)
         : new BwSender(res, s, sz, peers, ahs, walk);
       if (side instanceof BwReceiver) side.postRecvs();
@@ -326,11 +326,8 @@ async function run(s: Settings): Promise<number> {
     }
     let last = none;
     for (const sz of sizes) {
-      last = bandwidthReport(
-        sz,
-        await counted(s, sz, () => new BwSender(res, s, sz, peers, undefined, walk).run()),
-        s.reportGbits,
-      );
+      using sender = new BwSender(res, s, sz, peers, undefined, walk);
+      last = bandwidthReport(sz, await counted(s, sz, () => sender.run()), s.reportGbits);
       out.bandwidth(last);
     }
     out.footer();
