@@ -230,7 +230,7 @@ export const PROBE_EVERY = 4;
  * A spin polls up to this many times between clock reads (one call, `poll(max, tries)`, whose
  * tries loop in native code where the runtime can: an empty poll there costs what C's does, about
  * 0.1 µs in the emulated guest and tens of nanoseconds on hardware, so a spin ends at most that
- * many polls past its budget), reads the clock after its first poll, and ends at the first read
+ * many polls past its budget), reads the clock after its first pass, and ends at the first read
  * past its budget. Spins used to count passes, each worth a moving average of the passes'
  * measured cost; a spin during which the process was preempted raised that average, so in the
  * guest, preempted about once per round trip, spins ended after a fifth to a third of their budget
@@ -446,9 +446,10 @@ export function awaitCompletions(
 }
 
 /**
- * Polls until completions arrive or `micros` µs have passed; how many. The spin's clock starts at
- * the read after its first poll (no read before it: a spin whose first poll finds completions reads
- * no clock), and `learn`, when given, hears how long the spin took.
+ * Polls until completions arrive or `micros` µs have passed; how many. It starts with a pass of
+ * {@link SPIN_CLOCK_EVERY} polls (its callers have just polled once, or yielded) and reads the clock
+ * only after a pass that found nothing: a spin its first pass satisfies reads no clock. `learn`, when
+ * given, hears how long the spin took (0 when the first pass ended it).
  */
 function spinPoll(
   cq: CompletionSource,
@@ -456,15 +457,17 @@ function spinPoll(
   micros: number,
   learn: SpinBudget | null,
 ): number {
-  let n = cq.poll(max);
+  let n = cq.poll(max, SPIN_CLOCK_EVERY);
   if (n > 0) {
     learn?.hit(0);
     return n;
   }
   const start = now();
   const end = start + micros / 1000;
-  n = cq.poll(max, SPIN_CLOCK_EVERY);
-  while (n === 0 && now() < end) n = cq.poll(max, SPIN_CLOCK_EVERY);
+  for (let t = start; t < end; t = now()) {
+    n = cq.poll(max, SPIN_CLOCK_EVERY);
+    if (n > 0) break;
+  }
   if (learn) {
     const spun = (now() - start) * 1000;
     if (n > 0) learn.hit(spun);
