@@ -686,10 +686,10 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     // reads no clock
     let start = -1;
     let end = 0;
-    // each pass is up to SPIN_CLOCK_EVERY polls (the engine's state moves only with what they
-    // return) and one clock read; the caller has just polled once, so the first pass is whole too
-    for (;;) {
-      if (this.#progress(SPIN_CLOCK_EVERY) > 0 && this.#ready(want)) {
+    // after the first pass, each pass is up to SPIN_CLOCK_EVERY polls (the engine's state moves
+    // only with what they return) and one clock read
+    for (let tries = 1;; tries = SPIN_CLOCK_EVERY) {
+      if (this.#progress(tries) > 0 && this.#ready(want)) {
         if (learns) this.#budget.hit(start < 0 ? 0 : (now() - start) * 1000);
         return true;
       }
