@@ -16,9 +16,8 @@
  * Both sides prepare one request per slot of the walk (perftest moves one request's addresses
  * before each post; preparing each slot's once posts the same requests with no per-message
  * address update) and the sender flips a request's signal flag in place when it changes. Each
- * post is one call; times go to preallocated
- * Float64Arrays: the loops allocate nothing, except the promise of each completion-channel wait
- * with -e.
+ * post is one call; times go to preallocated Float64Arrays: the loops allocate nothing, except
+ * the promise of each completion-channel wait with -e.
  *
  * @module
  */
