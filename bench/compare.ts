@@ -73,9 +73,11 @@ const base = ["-d", device, "-x", gid, "-F"];
  * Seconds of each duration-mode run (the middle half is measured): the first quarter must cover
  * the JIT's warm-up. In the guest the optimizing tiers need seconds, not a count of round trips:
  * Deno's `write_lat` measured 30.6 µs with `-D 8` and 22.5 with `-D 24` in one boot
- * (bench/results/2026-11-28-stream-warm-up.md).
+ * (bench/results/2026-11-28-stream-warm-up.md), and `-D 12` left Bun's `atomic_bw` 8-10 % and
+ * Deno's `send_lat` 25-50 % short of `-D 24` (bench/results/2026-11-30-duration.md), so the quick
+ * run keeps the full run's duration and only measures fewer sizes.
  */
-const DURATION = opts.quick ? "12" : "20";
+const DURATION = "20";
 /**
  * Iterations of the `-e` row, C and ours alike: its metric is perftest's typical (median) latency,
  * so at least half of them must come after the JIT's warm-up (tens of thousands of round trips in
