@@ -567,20 +567,26 @@ function trampolineCopy(native: Native): CopyBytes {
 }
 
 /** The fallback: `Deno.UnsafeFnPointer` (about a microsecond per call). */
+/**
+ * Calls `fn` through `Deno.UnsafeFnPointer` (libffi, per call): nothing is compiled when it is
+ * made. 64-bit results that fit a double arrive as numbers, as a bound symbol's do.
+ */
+function throughAddress<S extends FunctionSpec>(fn: NativePointer, spec: S): BoundFunction<S> {
+  const f = new Deno.UnsafeFnPointer(
+    denoPtr(fn) as Deno.PointerObject<never>,
+    denoDef(spec) as never,
+  );
+  return ((...args: unknown[]) => {
+    const r = (f.call as (...a: unknown[]) => unknown)(...args);
+    if (spec.result === "pointer") return asPtr(r as Deno.PointerValue);
+    return typeof r === "bigint" && r >= -0x1fffffffffffffn && r <= 0x1fffffffffffffn
+      ? Number(r)
+      : r;
+  }) as never;
+}
+
 function unsafeFnPointerPath(native: Native): Pick<Native, "fnPointer" | "prepareCall"> {
-  function fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
-    const f = new Deno.UnsafeFnPointer(
-      denoPtr(fn) as Deno.PointerObject<never>,
-      denoDef(spec) as never,
-    );
-    return ((...args: unknown[]) => {
-      const r = (f.call as (...a: unknown[]) => unknown)(...args);
-      if (spec.result === "pointer") return asPtr(r as Deno.PointerValue);
-      return typeof r === "bigint" && r >= -0x1fffffffffffffn && r <= 0x1fffffffffffffn
-        ? Number(r)
-        : r;
-    }) as never;
-  }
+  const fnPointer = throughAddress;
   return {
     fnPointer,
     // bound once per function and signature (`native.fnPointer` caches it)
@@ -603,22 +609,40 @@ const backend: Backend = {
   runtime: "deno",
   arch: Deno.build.arch,
   env,
-  // Binding a symbol costs Deno about as much as the rest of a call's setup together: the
-  // library is opened now (so a missing one fails here) and each symbol is bound on its first
-  // use, so a program pays for the calls it makes.
+  // Binding a symbol (Deno compiles a fast-call stub for each) costs more than a hundred calls
+  // through its address: one `dlopen` finds every symbol's address (a pointer static is the
+  // symbol's address; nothing is compiled), the hot symbols are bound on their first use, the
+  // others are called through their addresses (libffi, about a microsecond a call).
   open<T extends SymbolTable>(path: string, table: T): BoundLibrary<T> {
-    Deno.dlopen(path, {});
+    const statics: Record<string, Deno.ForeignStatic> = {};
+    for (const name of Object.keys(table)) statics[name] = { type: "pointer", optional: true };
+    const found = Deno.dlopen(path, statics).symbols as Record<string, Deno.PointerValue>;
     const lib = {} as Record<string, unknown>;
     for (const [name, spec] of Object.entries(table)) {
-      Object.defineProperty(lib, name, {
-        configurable: true,
-        enumerable: true,
-        get() {
-          const f = Deno.dlopen(path, { [name]: denoDef(spec) }).symbols[name];
-          Object.defineProperty(lib, name, { value: f, enumerable: true });
-          return f;
-        },
-      });
+      const at = found[name];
+      if (at === null) {
+        if (spec.optional) lib[name] = undefined;
+        else {
+          Object.defineProperty(lib, name, {
+            enumerable: true,
+            get() {
+              throw new RdmaError(`${path} has no symbol ${name} (${spec.c})`);
+            },
+          });
+        }
+      } else if (spec.hot) {
+        Object.defineProperty(lib, name, {
+          configurable: true,
+          enumerable: true,
+          get() {
+            const f = Deno.dlopen(path, { [name]: denoDef(spec) }).symbols[name];
+            Object.defineProperty(lib, name, { value: f, enumerable: true });
+            return f;
+          },
+        });
+      } else {
+        lib[name] = throughAddress(asPtr(at) as NativePointer, spec);
+      }
     }
     return lib as unknown as BoundLibrary<T>;
   },

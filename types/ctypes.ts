@@ -34,6 +34,12 @@ export interface FunctionSpec {
   readonly c: string;
   /** True when older library versions may lack the symbol; the bound function is then `undefined`. */
   readonly optional?: boolean;
+  /**
+   * True when the library calls it per message, wake-up or clock read. A loader may bind only
+   * these for its fastest call where binding costs (Deno compiles a stub per symbol) and call the
+   * others, which run per object or per connection, through their addresses.
+   */
+  readonly hot?: boolean;
 }
 
 /** One library's functions by symbol name. */

@@ -139,11 +139,13 @@ export const IBVERBS = {
     args: ["pointer", "pointer", "pointer"],
     result: "i32",
     c: "int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context)",
+    hot: true,
   },
   ibv_ack_cq_events: {
     args: ["pointer", "u32"],
     result: "void",
     c: "void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)",
+    hot: true,
   },
   ibv_create_srq: {
     args: ["pointer", "pointer"],

@@ -46,11 +46,13 @@ export const LIBC = {
     args: ["i32", "pointer", "usize"],
     result: "isize",
     c: "ssize_t read(int fd, void *buf, size_t count)",
+    hot: true,
   },
   write: {
     args: ["i32", "pointer", "usize"],
     result: "isize",
     c: "ssize_t write(int fd, const void *buf, size_t count)",
+    hot: true,
   },
   memfd_create: {
     args: ["pointer", "u32"],
@@ -67,6 +69,7 @@ export const LIBC = {
     args: ["i32", "pointer", "i32", "i32"],
     result: "i32",
     c: "int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)",
+    hot: true,
   },
   eventfd: {
     args: ["u32", "i32"],
@@ -89,6 +92,7 @@ export const LIBC = {
     args: ["i32", "pointer"],
     result: "i32",
     c: "int clock_gettime(clockid_t clockid, struct timespec *tp)",
+    hot: true,
   },
 } as const satisfies SymbolTable;
 
