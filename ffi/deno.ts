@@ -594,6 +594,72 @@ function unsafeFnPointerPath(native: Native): Pick<Native, "fnPointer" | "prepar
   };
 }
 
+/**
+ * Calls of a cold symbol through its address before it is bound. Binding compiles a fast-call
+ * stub (2-6 ms each in the emulated guest, about 0.1 ms on the host), as much as a few hundred
+ * calls through the address cost (libffi: 14-28 µs each in the guest, about a microsecond on the
+ * host); a symbol called once per connection is bound by the 16th connection, one called once on
+ * the way to a listening id never (bench/results/2026-11-30-cold-symbols.md).
+ */
+const CALLS_BEFORE_BINDING = 16;
+
+/**
+ * Opens a library for a symbol table. One `dlopen` finds every symbol's address (a pointer static
+ * is the address; nothing is compiled). A hot symbol (called per message, wake-up or clock read)
+ * is bound on its first use; any other is called through its address until its
+ * {@link CALLS_BEFORE_BINDING}th call and bound then, so a symbol called once (most of the
+ * set-up on the way to a listening id) costs no stub.
+ */
+function openLibrary<T extends SymbolTable>(path: string, table: T): BoundLibrary<T> {
+  const statics: Record<string, Deno.ForeignStatic> = {};
+  for (const name of Object.keys(table)) statics[name] = { type: "pointer", optional: true };
+  const found = Deno.dlopen(path, statics).symbols as Record<string, Deno.PointerValue>;
+  const lib = {} as Record<string, unknown>;
+  const define = (name: string, value: unknown) =>
+    Object.defineProperty(lib, name, { value, enumerable: true });
+  for (const [name, spec] of Object.entries(table)) {
+    const at = found[name];
+    const bind = () => Deno.dlopen(path, { [name]: denoDef(spec) }).symbols[name];
+    if (at === null) {
+      if (spec.optional) define(name, undefined);
+      else {
+        Object.defineProperty(lib, name, {
+          enumerable: true,
+          get() {
+            throw new RdmaError(`${path} has no symbol ${name} (${spec.c})`);
+          },
+        });
+      }
+    } else if (spec.hot) {
+      Object.defineProperty(lib, name, {
+        configurable: true,
+        enumerable: true,
+        get: () => define(name, bind())[name],
+      });
+    } else {
+      const slow = throughAddress(asPtr(at) as NativePointer, spec) as (...a: unknown[]) => unknown;
+      let calls = 0;
+      let fast: ((...a: unknown[]) => unknown) | undefined;
+      // a caller that kept this function is forwarded once the symbol is bound (`apply` with
+      // `arguments` makes no array of them)
+      const cold = function (this: unknown) {
+        if (fast === undefined && ++calls >= CALLS_BEFORE_BINDING) {
+          fast = bind() as (...a: unknown[]) => unknown;
+          define(name, fast);
+        }
+        return (fast ?? slow).apply(undefined, arguments as unknown as unknown[]);
+      };
+      Object.defineProperty(lib, name, {
+        configurable: true,
+        enumerable: true,
+        writable: true,
+        value: cold,
+      });
+    }
+  }
+  return lib as unknown as BoundLibrary<T>;
+}
+
 function env(name: string): string | undefined {
   try {
     if (Deno.permissions.querySync({ name: "env", variable: name }).state !== "granted") {
@@ -609,43 +675,7 @@ const backend: Backend = {
   runtime: "deno",
   arch: Deno.build.arch,
   env,
-  // Binding a symbol (Deno compiles a fast-call stub for each) costs more than a hundred calls
-  // through its address: one `dlopen` finds every symbol's address (a pointer static is the
-  // symbol's address; nothing is compiled), the hot symbols are bound on their first use, the
-  // others are called through their addresses (libffi, about a microsecond a call).
-  open<T extends SymbolTable>(path: string, table: T): BoundLibrary<T> {
-    const statics: Record<string, Deno.ForeignStatic> = {};
-    for (const name of Object.keys(table)) statics[name] = { type: "pointer", optional: true };
-    const found = Deno.dlopen(path, statics).symbols as Record<string, Deno.PointerValue>;
-    const lib = {} as Record<string, unknown>;
-    for (const [name, spec] of Object.entries(table)) {
-      const at = found[name];
-      if (at === null) {
-        if (spec.optional) lib[name] = undefined;
-        else {
-          Object.defineProperty(lib, name, {
-            enumerable: true,
-            get() {
-              throw new RdmaError(`${path} has no symbol ${name} (${spec.c})`);
-            },
-          });
-        }
-      } else if (spec.hot) {
-        Object.defineProperty(lib, name, {
-          configurable: true,
-          enumerable: true,
-          get() {
-            const f = Deno.dlopen(path, { [name]: denoDef(spec) }).symbols[name];
-            Object.defineProperty(lib, name, { value: f, enumerable: true });
-            return f;
-          },
-        });
-      } else {
-        lib[name] = throughAddress(asPtr(at) as NativePointer, spec);
-      }
-    }
-    return lib as unknown as BoundLibrary<T>;
-  },
+  open: openLibrary,
   address: (p) => BigInt(Deno.UnsafePointer.value(denoPtr(p))),
   pointer: (a) => asPtr(Deno.UnsafePointer.create(BigInt(a))),
   offset: (p, n) => asPtr(Deno.UnsafePointer.offset(denoPtr(p)!, n)) as NativePointer,

@@ -46,6 +46,30 @@ test("errno is read right after a failing call", () => {
   assert.equal(n.errno(), Errno.EAGAIN);
 });
 
+test("a cold symbol answers the same before and after Deno binds it; errno survives both", async () => {
+  // a fresh Native: the shared one may have bound these already
+  const { createNative } = "Bun" in globalThis
+    ? await import("../ffi/bun.ts")
+    : await import("../ffi/deno.ts");
+  const n = createNative({});
+  const first = n.libc.getpid;
+  const seen = new Set<unknown>();
+  for (let i = 0; i < 200; i++) {
+    seen.add(n.libc.getpid);
+    assert.equal(n.libc.getpid(), process.pid, `call ${i + 1}`);
+    n.setErrno(0);
+    assert.equal(n.libc.close(-1), -1);
+    assert.equal(n.errno(), Errno.EBADF, `close(-1) ${i + 1}`);
+  }
+  // Deno calls a cold symbol through its address, then binds it (a new function); Bun binds at open
+  assert.equal(seen.size, "Bun" in globalThis ? 1 : 2);
+  assert.equal(first(), process.pid); // a function kept from before the binding still calls it
+  // a hot symbol is bound on its first use and stays that function
+  const wait = n.libc.epoll_wait;
+  assert.equal(n.libc.epoll_wait, wait);
+  assert.equal(wait(-1, null, 0, 0), -1);
+});
+
 test("a function pointer calls a real libc function (prepared and direct)", () => {
   const n = native();
   const self = n.libc.dlopen(null, 2);
