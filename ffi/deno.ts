@@ -566,7 +566,6 @@ function trampolineCopy(native: Native): CopyBytes {
   };
 }
 
-/** The fallback: `Deno.UnsafeFnPointer` (about a microsecond per call). */
 /**
  * Calls `fn` through `Deno.UnsafeFnPointer` (libffi, per call): nothing is compiled when it is
  * made. 64-bit results that fit a double arrive as numbers, as a bound symbol's do.
@@ -585,10 +584,10 @@ function throughAddress<S extends FunctionSpec>(fn: NativePointer, spec: S): Bou
   }) as never;
 }
 
+/** The fallback: `Deno.UnsafeFnPointer` (about a microsecond per call). */
 function unsafeFnPointerPath(native: Native): Pick<Native, "fnPointer" | "prepareCall"> {
-  const fnPointer = throughAddress;
   return {
-    fnPointer,
+    fnPointer: throughAddress,
     // bound once per function and signature (`native.fnPointer` caches it)
     prepareCall: (fn, spec, args) => new ArgumentsCall(native.fnPointer(fn, spec), args),
   };
