@@ -636,7 +636,8 @@ function openLibrary<T extends SymbolTable>(path: string, table: T): BoundLibrar
         get: () => define(name, bind())[name],
       });
     } else {
-      const slow = throughAddress(asPtr(at) as NativePointer, spec) as (...a: unknown[]) => unknown;
+      // the libffi caller is made at the first call: most of a table is never called
+      let slow: ((...a: unknown[]) => unknown) | undefined;
       let calls = 0;
       let fast: ((...a: unknown[]) => unknown) | undefined;
       // a caller that kept this function is forwarded once the symbol is bound (`apply` with
@@ -646,7 +647,11 @@ function openLibrary<T extends SymbolTable>(path: string, table: T): BoundLibrar
           fast = bind() as (...a: unknown[]) => unknown;
           define(name, fast);
         }
-        return (fast ?? slow).apply(undefined, arguments as unknown as unknown[]);
+        const f = fast ??
+          (slow ??= throughAddress(asPtr(at) as NativePointer, spec) as (
+            ...a: unknown[]
+          ) => unknown);
+        return f.apply(undefined, arguments as unknown as unknown[]);
       };
       Object.defineProperty(lib, name, {
         configurable: true,
