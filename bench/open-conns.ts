@@ -9,8 +9,10 @@
  * over the runtime's own TCP (`node:net`). Sizes: rsocket's defaults (128 KiB rings, 384-deep
  * queues), `--buffer` bytes of ring (default 4 KiB) to show what a connection costs beyond its
  * rings, and then also 16-deep queues (the least a stream takes) to show the device's queues.
+ * `--only rdma,c,tcp` runs only those clients; `--by-type` also prints the JS heap's growth per
+ * connection by kind of object (bench/heap-by-type.ts; heap snapshots, slow).
  *
- *   deno run -A bench/open-conns.ts [--n 100] [--warm 10] [--buffer 4096]
+ *   deno run -A bench/open-conns.ts [--n 100] [--warm 10] [--buffer 4096] [--by-type] [--only rdma]
  *   bun bench/open-conns.ts …
  *
  * Run it where there is an RDMA device (the soft-RoCE guest: `$RDMA_GUEST_IP`). Prints a markdown
@@ -29,6 +31,7 @@ import { fileURLToPath } from "node:url";
 import { connect, listen, nativeCensus, type RdmaConn } from "../mod.ts";
 import { runChild } from "./child.ts";
 import { residentByMapping } from "./proc-memory.ts";
+import { heapByType, heapGrowth } from "./heap-by-type.ts";
 
 const isBun = "Bun" in globalThis;
 const self = fileURLToPath(import.meta.url);
@@ -49,6 +52,8 @@ const WARM = Number(arg("warm", "10"));
 const BUFFER = Number(arg("buffer", "4096"));
 const ring = Number(arg("ring", "0")); // 0: the defaults
 const queue = Number(arg("queue", "0")); // 0: the defaults
+// also print the JS heap's growth per connection by kind of object (heap snapshots: slow)
+const BY_TYPE = argv.includes("--by-type");
 
 /** A full collection (Deno: started with `--expose-gc`). */
 function collect(): void {
@@ -141,8 +146,10 @@ async function client(port: number): Promise<void> {
   const before = await reading();
   const mapsBefore = residentByMapping();
   const kindsBefore = nativeCensus().objects;
+  const heapBefore = BY_TYPE ? heapByType() : null;
   await open(N);
   const after = await reading();
+  const heap = heapBefore ? heapGrowth(heapBefore, heapByType(), N) : undefined;
   // the census's objects per connection, by kind
   const kinds = Object.entries(nativeCensus().objects)
     .map(([k, v]) => [k, (v - (kindsBefore[k] ?? 0)) / N])
@@ -150,7 +157,7 @@ async function client(port: number): Promise<void> {
   // KiB per connection by mapping, the six that grew most
   const grown = [...residentByMapping()].map(([k, v]) => [k, (v - (mapsBefore.get(k) ?? 0)) / N])
     .sort((a, b) => (b[1] as number) - (a[1] as number)).slice(0, 6);
-  console.log(JSON.stringify({ impl, n: N, ring, before, after, grown, kinds }));
+  console.log(JSON.stringify({ impl, n: N, ring, before, after, grown, kinds, heap }));
   for (const c of held) c instanceof net.Socket ? c.destroy() : c.close();
   process.exit(0);
 }
@@ -190,6 +197,7 @@ function cClientPath(): string {
 async function measure(which: string, ringBytes: number, depth: number): Promise<PerConnection> {
   const serverImpl = which === "tcp" ? "tcp" : "rdma";
   const common = ["--address", address, "--n", String(N), "--warm", String(WARM)];
+  if (BY_TYPE) common.push("--by-type");
   if (ringBytes) common.push("--ring", String(ringBytes));
   if (depth) common.push("--queue", String(depth));
   let port = 0;
@@ -226,6 +234,7 @@ async function measure(which: string, ringBytes: number, depth: number): Promise
     after: Partial<Reading>;
     grown?: [string, number][];
     kinds?: [string, number][];
+    heap?: [string, number, number][];
   };
   if (r.kinds?.length) {
     const parts = r.kinds.map(([k, v]) => `${k} ${v}`).join(", ");
@@ -241,21 +250,35 @@ async function measure(which: string, ringBytes: number, depth: number): Promise
       }: KiB per connection by mapping: ${parts}`,
     );
   }
+  if (r.heap) {
+    console.error(
+      `${which} ${ringBytes || "default"} ${depth || "default"}: JS heap per connection:`,
+    );
+    console.error("| kind | objects | bytes |\n|---|---|---|");
+    for (const [k, n, b] of r.heap) console.error(`| ${k} | ${n.toFixed(2)} | ${b.toFixed(0)} |`);
+  }
   return perConnection(r.before, r.after);
 }
 
 async function driver(): Promise<void> {
   const rt = isBun ? `Bun ${process.versions.bun}` : `Deno ${Deno.version.deno}`;
   const small = `${BUFFER} B rings`;
-  const rows: [string, PerConnection][] = [
-    ["TCP (`node:net`)", await measure("tcp", 0, 0)],
-    ["C rsocket, defaults (128 KiB rings, 384-deep queues)", await measure("c", 0, 0)],
-    ["ours, defaults", await measure("rdma", 0, 0)],
-    [`C rsocket, ${small}`, await measure("c", BUFFER, 0)],
-    [`ours, ${small}`, await measure("rdma", BUFFER, 0)],
-    [`C rsocket, ${small}, 16-deep queues`, await measure("c", BUFFER, 16)],
-    [`ours, ${small}, 16-deep queues`, await measure("rdma", BUFFER, 16)],
+  const only = arg("only", "");
+  const plan: [string, string, number, number][] = [
+    ["TCP (`node:net`)", "tcp", 0, 0],
+    ["C rsocket, defaults (128 KiB rings, 384-deep queues)", "c", 0, 0],
+    ["ours, defaults", "rdma", 0, 0],
+    [`C rsocket, ${small}`, "c", BUFFER, 0],
+    [`ours, ${small}`, "rdma", BUFFER, 0],
+    [`C rsocket, ${small}, 16-deep queues`, "c", BUFFER, 16],
+    [`ours, ${small}, 16-deep queues`, "rdma", BUFFER, 16],
   ];
+  const rows: [string, PerConnection][] = [];
+  for (const [name, which, ringBytes, depth] of plan) {
+    if (!only || only.split(",").includes(which)) {
+      rows.push([name, await measure(which, ringBytes, depth)]);
+    }
+  }
   const kib = (b: number | null) => (b === null ? "—" : (b / 1024).toFixed(1));
   const one = (v: number | null) => (v === null ? "—" : v.toFixed(1));
   console.log(`\n${rt}, ${N} connections held open by one client process, per connection:\n`);

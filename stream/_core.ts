@@ -11,7 +11,6 @@ import type { NativeResource } from "../ffi/resource.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import type { StreamEngine } from "./_engine.ts";
 import type { VerbsTransport } from "./_transport.ts";
-import type { CmEventChannel } from "../cm/channel.ts";
 
 /** A connection's internals for its iomap and remote-buffer parts (module-private). */
 export interface ConnCore {
@@ -52,12 +51,4 @@ export interface ConnCore {
    * slot` was posted), with their status and the failure's error.
    */
   onOneSided: ((slot: number, status: number, error: Error | null) => void) | null;
-}
-
-/** How the connection ends its native side: what to close after the CM id. */
-export interface ConnOwnership {
-  /** The CM event channel to close when the connection is released (active side). */
-  readonly channel?: CmEventChannel;
-  /** Called once when the connection is released (a listener counts its connections). */
-  readonly release?: () => void;
 }

@@ -54,7 +54,7 @@ import { WR_HIGH_ONE_SIDED, WR_HIGH_RECV } from "./_engine-contract.ts";
 import { ConnectionResetError, resetError } from "./errors.ts";
 import { ResolvedCount } from "./_resolved-count.ts";
 import type { VerbsTransport } from "./_transport.ts";
-import type { ConnCore, ConnOwnership } from "./_core.ts";
+import type { ConnCore } from "./_core.ts";
 import { Keepalive } from "./_keepalive.ts";
 import { readableOf, writableOf } from "./_web.ts";
 import {
@@ -117,7 +117,8 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   readonly #t: VerbsTransport;
   readonly #e: StreamEngine;
   readonly #cq: CompletionQueue;
-  readonly #own: ConnOwnership;
+  /** Called once when the native side is released (the shared CM channel's lease). */
+  readonly #release: () => void;
   readonly #linger: number;
   readonly #strategy: Strategy;
   readonly #budget: SpinBudget;
@@ -179,7 +180,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   constructor(
     id: CmId,
     transport: VerbsTransport,
-    own: ConnOwnership,
+    release: () => void,
     options: StreamOptions,
     token: symbol,
   ) {
@@ -192,7 +193,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.#t = transport;
     this.#e = transport.engine;
     this.#cq = transport.cq;
-    this.#own = own;
+    this.#release = release;
     this.#linger = options.lingerMs ?? LINGER_MS_DEFAULT;
     this.#strategy = strategy;
     this.#budget = new SpinBudget(options.spinMicros, STREAM_SPIN_MAX_MICROS);
@@ -617,9 +618,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     } catch {
       // the id is closed below regardless
     }
-    for (
-      const f of [() => this.#id.close(), () => this.#t.close(), () => this.#own.channel?.close()]
-    ) {
+    for (const f of [() => this.#id.close(), () => this.#t.close()]) {
       try {
         f();
       } catch {
@@ -627,7 +626,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       }
     }
     this.#hold.release();
-    this.#own.release?.();
+    this.#release();
   }
 
   /** One completion wait of the teardown (the pump has stopped): arm, drain, wait. */
@@ -884,12 +883,15 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   }
 }
 
-/** Makes a connection object (module-private to the stream layer). */
+/**
+ * Makes a connection object (module-private to the stream layer); `release` is called once when
+ * its CM id is closed (it ends the connection's use of the event channel it shares).
+ */
 export function newConn(
   id: CmId,
   transport: VerbsTransport,
-  own: ConnOwnership,
+  release: () => void,
   options: StreamOptions,
 ): RdmaConn {
-  return new RdmaConn(id, transport, own, options, construct);
+  return new RdmaConn(id, transport, release, options, construct);
 }

@@ -7,7 +7,6 @@
 import { CmEventError, InvalidArgumentError, NativeError } from "../types/errors.ts";
 import { Errno } from "../types/errno.ts";
 import { CmEventType } from "../types/enums.ts";
-import { CmEventChannel } from "../cm/channel.ts";
 import type { CmId } from "../cm/id.ts";
 import { numericHost } from "../cm/connect.ts";
 import { newConn, type RdmaConn } from "./conn.ts";
@@ -15,6 +14,7 @@ import { ConnectionRefusedError } from "./errors.ts";
 import { type ConnectOptions, readDepthOf, streamSizes } from "./options.ts";
 import { decodeConnData, encodeConnData } from "./protocol.ts";
 import { VerbsTransport } from "./_transport.ts";
+import { leaseOutgoingChannel } from "./_outgoing-channel.ts";
 
 /** Maps "nobody accepted" failures of the connection manager to {@link ConnectionRefusedError}. */
 export function refusedOr(e: unknown, where: string): unknown {
@@ -44,11 +44,12 @@ export async function connect(options: ConnectOptions): Promise<RdmaConn> {
   const sizes = streamSizes(options);
   const host = numericHost(hostname, false);
   const wait = { signal, timeout };
-  const channel = new CmEventChannel({ poller: options.poller });
+  // one event channel for the outgoing connections (per poller), as for a listener's accepted ones
+  const lease = leaseOutgoingChannel(options.poller);
   let t: VerbsTransport | undefined;
   let id: CmId | undefined;
   try {
-    id = channel.createId("TCP");
+    id = lease.channel.createId("TCP");
     const source = options.source === undefined
       ? undefined
       : { address: numericHost(options.source, true) };
@@ -78,9 +79,9 @@ export async function connect(options: ConnectOptions): Promise<RdmaConn> {
     t.peerQpNum = ev.conn?.qpNum ?? 0;
     // what the accepting side granted (its responder resources, seen from here)
     t.readDepth = depth === 0 ? 0 : Math.min(initiator, ev.conn?.initiatorDepth ?? initiator);
-    return newConn(id, t, { channel }, options);
+    return newConn(id, t, lease.release, options);
   } catch (e) {
-    for (const f of [() => id?.close(), () => t?.close(), () => channel.close()]) {
+    for (const f of [() => id?.close(), () => t?.close(), lease.release]) {
       try {
         f();
       } catch {

@@ -137,7 +137,7 @@ export class RdmaListener extends NativeResource implements AsyncIterable<RdmaCo
       }, wait);
       t.readDepth = initiator;
       this.#live++;
-      return newConn(req, t, { release: this.#release }, opts);
+      return newConn(req, t, this.#release, opts);
     } catch (e) {
       try {
         if (!req.closed) {

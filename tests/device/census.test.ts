@@ -7,7 +7,9 @@
  *   the id (tests/device/peers/endpoint.ts), one message each way, `disconnect`, everything closed;
  *   the server is a `cmListen` listener in this process doing the same on its side;
  * - streams: `connect()`, 4 KiB each way, `closeWrite()`, the end of the stream read, `close()`
- *   and `released`; the server is a `listen()` listener in this process echoing.
+ *   and `released`; the server is a `listen()` listener in this process echoing;
+ * - outgoing stream connections share one CM event channel (fds and channels counted while three
+ *   are open), closed with the last of them.
  *
  * Both ends are in this process (a peer process costs seconds to start in the emulated guest),
  * so the census covers both. While a connection is open the census shows its objects (so it
@@ -30,6 +32,7 @@ import {
 } from "../lib.ts";
 import { Endpoint } from "./peers/endpoint.ts";
 import { MpaRetries } from "./siw-mpa.ts";
+import { openFds } from "./peers/session.ts";
 
 const CYCLES = Number(process.env.RDMA_CENSUS_CYCLES ?? 100);
 const enc = new TextEncoder();
@@ -178,4 +181,71 @@ deviceTest(
     }
   },
   { timeout: 600_000 },
+);
+
+deviceTest(
+  "census: outgoing stream connections share one event channel, closed with the last of them",
+  async (env) => {
+    const listener = listen({ hostname: env.address, port: 0 });
+    const retries = new MpaRetries(env, "census, shared channel");
+    const served: Promise<void>[] = [];
+    const echo = async () => {
+      const conn = await listener.accept({ timeout: 30_000 });
+      try {
+        const b = new Uint8Array(64);
+        for (let n; (n = await conn.read(b)) !== null;) await conn.write(b.subarray(0, n));
+        await conn.closeWrite();
+      } finally {
+        await conn[Symbol.asyncDispose]();
+      }
+    };
+    const open = async (): Promise<RdmaConn> => {
+      for (let i = 0;; i++) {
+        const s = echo();
+        try {
+          const conn = await connect({ hostname: env.address, port: listener.addr.port });
+          served.push(s);
+          return conn;
+        } catch (e) {
+          if (!retries.allow(e, i + 1)) throw e;
+          await s.catch(() => {});
+        }
+      }
+    };
+    const close = async (conn: RdmaConn) => {
+      await conn.closeWrite();
+      assert.equal(await conn.read(new Uint8Array(64)), null);
+      await conn[Symbol.asyncDispose]();
+    };
+    const channels = () => nativeCensus().objects.CmEventChannel ?? 0;
+    try {
+      await close(await open()); // warm-up: the poller and librdmacm's device context
+      await Promise.all(served.splice(0));
+      const fds0 = openFds(), channels0 = channels(); // the listener's channel
+      const conns = [await open(), await open(), await open()];
+      // the listener's channel and the one the three outgoing connections share
+      assert.equal(channels(), channels0 + 1);
+      // each end holds its completion channel; the outgoing ones add one CM channel in all
+      assert.equal(openFds() - fds0, 3 + 3 + 1);
+      for (const c of conns) {
+        await c.write(new Uint8Array(64).fill(7));
+        assert.equal(await c.read(new Uint8Array(64), { min: 64 }), 64);
+      }
+      await close(conns[0]);
+      assert.equal(channels(), channels0 + 1, "the others still use it");
+      await Promise.all(conns.slice(1).map(close));
+      await Promise.all(served);
+      assert.equal(channels(), channels0, "closed with the last connection");
+      assert.equal(openFds(), fds0);
+      // a new connection makes a new one
+      const again = await open();
+      assert.equal(channels(), channels0 + 1);
+      await close(again);
+      await Promise.all(served.splice(0));
+      assert.equal(channels(), channels0);
+    } finally {
+      listener.close();
+    }
+  },
+  { timeout: 120_000 },
 );
