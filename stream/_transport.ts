@@ -15,8 +15,8 @@ import type { ConnInfo } from "./options.ts";
 import { AccessFlags, SendFlags, WrOpcode } from "../types/enums.ts";
 import { InvalidArgumentError } from "../types/errors.ts";
 import type { CmId } from "../cm/id.ts";
-import type { CompletionChannel } from "../verbs/channel.ts";
 import type { CompletionQueue } from "../verbs/cq.ts";
+import type { Poller } from "../poller/poller.ts";
 import type { MemoryRegion } from "../verbs/mr.ts";
 import type { ProtectionDomain } from "../verbs/pd.ts";
 import type { PreparedRecv, PreparedSend } from "../verbs/prepared.ts";
@@ -25,6 +25,7 @@ import type { SendWr } from "../verbs/wr.ts";
 import { native } from "../ffi/native.ts";
 import type { Native } from "../types/native.ts";
 import { deviceLimits } from "./_device-limits.ts";
+import { StreamCq } from "./_stream-cq.ts";
 import { StreamEngine } from "./_engine.ts";
 import {
   type EngineConfig,
@@ -110,9 +111,9 @@ class Prepared {
 export class VerbsTransport implements StreamTransport {
   /** The protection domain everything below belongs to. */
   readonly pd: ProtectionDomain;
-  /** The completion channel of the CQ (its fd is watched by the poller). */
-  readonly channel: CompletionChannel;
-  /** The CQ of both directions. */
+  /** The CQ of both directions, on the completion channel streams share (see `_stream-cq.ts`). */
+  readonly events: StreamCq;
+  /** The CQ of both directions (`events.cq`). */
   readonly cq: CompletionQueue;
   /** The QP, created on the CM id. */
   readonly qp: QueuePair;
@@ -168,8 +169,11 @@ export class VerbsTransport implements StreamTransport {
   /** Where iWARP's message SEND takes its 4 bytes: the last 8 of the send area. */
   #messageOffset = 0;
 
-  /** Creates the verbs objects on `id` (address resolved, or an incoming request) and the engine. */
-  constructor(id: CmId, sizes: StreamSizes) {
+  /**
+   * Creates the verbs objects on `id` (address resolved, or an incoming request) and the engine;
+   * the CQ's events come through `poller`.
+   */
+  constructor(id: CmId, sizes: StreamSizes, poller: Poller) {
     const ctx = id.context;
     const iwarp = id.transport === "iwarp";
     this.messageSend = iwarp;
@@ -188,8 +192,8 @@ export class VerbsTransport implements StreamTransport {
     const pd = ctx.allocPd();
     this.pd = pd;
     try {
-      this.channel = ctx.createCompChannel();
-      this.cq = ctx.createCq({ cqe: sq + rq + extra, channel: this.channel });
+      this.events = new StreamCq(ctx, poller, sq + rq + extra);
+      this.cq = this.events.cq;
       this.qp = id.createQp(pd, {
         sendCq: this.cq,
         recvCq: this.cq,
@@ -429,12 +433,13 @@ export class VerbsTransport implements StreamTransport {
   }
 
   /**
-   * Releases everything but the QP's CM id: the QP (with its prepared WRs), the MRs, the CQ and
-   * its channel, the PD. Close the id first (it destroys the QP with `rdma_destroy_qp`).
+   * Releases everything but the QP's CM id: the QP (with its prepared WRs), the MRs, the PD, the
+   * CQ (and its use of the shared channel). Close the id first (it destroys the QP with
+   * `rdma_destroy_qp`).
    */
   close(): void {
     let first: unknown;
-    for (const o of [this.qp, this.pd, this.channel]) {
+    for (const o of [this.qp, this.pd, this.events]) {
       try {
         o?.close();
       } catch (e) {

@@ -131,7 +131,6 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   /** The pump's wait for the completion channel (holds the poller). */
   readonly #channelWait: WaitList<void>;
   readonly #writeLock = new WaitList<void>();
-  #watched = false;
   #closing = false;
   #core: ConnCore | null = null;
   #io: IoMaps | null = null;
@@ -163,15 +162,9 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   readonly #onWaitEnded = () => {
     if (this.#waiters.size === 0) this.#channelWait.resolveAll();
   };
-  /** The completion channel fired: take its events (acked in batches), wake the pump. */
-  readonly #onChannel = () => {
-    const ch = this.#t.channel;
-    if (ch.closed) return;
-    try {
-      while (ch.getEvent() !== null);
-    } catch (err) {
-      this.#failWith(err as Error);
-    }
+  /** The CQ's event came (the shared channel took and counted it for acking): wake the pump. */
+  readonly #onCqEvent = (err: Error | null) => {
+    if (err) this.#failWith(err);
     this.#armed = false;
     this.#channelWait.resolveAll();
   };
@@ -204,6 +197,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.localAddr = toAddr(id.localAddress, "tcp");
     this.remoteAddr = toAddr(id.peerAddress, "tcp");
     this.#stopObserving = observeConnectionEnd(id, this.#onCmEnd);
+    transport.events.onEvent = this.#onCqEvent;
     this.#updateCredits(); // advertise the second half of the ring now
   }
 
@@ -721,10 +715,6 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   /** Arms the CQ unless armed, then drains it (arm -> drain -> wait); returns what it polled. */
   #armAndDrain(): number {
     if (!this.#armed) {
-      if (!this.#watched) {
-        this.#watched = true;
-        this.#poller.registerOwned(this.#t.channel, this.#t.channel.fd, this.#onChannel);
-      }
       this.#cq.requestNotify();
       this.#armed = true;
     }

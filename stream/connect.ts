@@ -15,6 +15,7 @@ import { type ConnectOptions, readDepthOf, streamSizes } from "./options.ts";
 import { decodeConnData, encodeConnData } from "./protocol.ts";
 import { VerbsTransport } from "./_transport.ts";
 import { leaseOutgoingChannel } from "./_outgoing-channel.ts";
+import { Poller } from "../poller/poller.ts";
 
 /** Maps "nobody accepted" failures of the connection manager to {@link ConnectionRefusedError}. */
 export function refusedOr(e: unknown, where: string): unknown {
@@ -45,17 +46,18 @@ export async function connect(options: ConnectOptions): Promise<RdmaConn> {
   const host = numericHost(hostname, false);
   const wait = { signal, timeout };
   // one event channel for the outgoing connections (per poller), as for a listener's accepted ones
-  const lease = leaseOutgoingChannel(options.poller);
+  const poller = options.poller ?? Poller.default();
+  const lease = leaseOutgoingChannel(poller);
   let t: VerbsTransport | undefined;
   let id: CmId | undefined;
   try {
-    id = lease.channel.createId("TCP");
+    id = lease.value.createId("TCP");
     const source = options.source === undefined
       ? undefined
       : { address: numericHost(options.source, true) };
     await id.resolveAddress({ address: host, port }, { ...wait, source });
     await id.resolveRoute(wait);
-    t = new VerbsTransport(id, sizes);
+    t = new VerbsTransport(id, sizes, poller);
     t.engine.postInitialReceives();
     // rsocket asks for no RDMA READ resources (iWARP: initiator depth 1, which its connection
     // setup reads with); remote buffers need them. A C rsocket accepts with what was asked.

@@ -11,6 +11,7 @@ import { NativeResource } from "../ffi/resource.ts";
 import { ClosedError, InvalidArgumentError } from "../types/errors.ts";
 import type { WaitOptions } from "../poller/wait.ts";
 import { CmEventChannel } from "../cm/channel.ts";
+import { Poller } from "../poller/poller.ts";
 import type { CmId } from "../cm/id.ts";
 import { numericHost } from "../cm/connect.ts";
 import { newConn, type RdmaConn } from "./conn.ts";
@@ -110,7 +111,7 @@ export class RdmaListener extends NativeResource implements AsyncIterable<RdmaCo
     try {
       const request = req.request!;
       const peer = decodeConnData(request.privateData);
-      t = new VerbsTransport(req, streamSizes(opts));
+      t = new VerbsTransport(req, streamSizes(opts), opts.poller ?? Poller.default());
       t.engine.postInitialReceives();
       t.engine.establish(peer);
       t.peerTag = peer.tag ?? 0;

@@ -220,6 +220,8 @@ const WEAK_MAPS: Record<string, string> = {
   "verbs/_objects.ts byContext": "keys are contexts; deleted when the context closes",
   "cm/_ids.ts idsOf": "deleted when the channel closes",
   "stream/_device-limits.ts byContext": "keys are contexts; values are numbers",
+  "stream/_stream-cq.ts byPoller":
+    "keys are pollers (the default one, those a program makes); a value's channels and handlers go when their last stream closes",
 };
 
 test("layers: every weak map of the library is one whose entries go when their key closes", () => {

@@ -8,8 +8,9 @@
  *   the server is a `cmListen` listener in this process doing the same on its side;
  * - streams: `connect()`, 4 KiB each way, `closeWrite()`, the end of the stream read, `close()`
  *   and `released`; the server is a `listen()` listener in this process echoing;
- * - outgoing stream connections share one CM event channel (fds and channels counted while three
- *   are open), closed with the last of them.
+ * - stream connections share their rdma_cm event channel (the outgoing ones one per poller, the
+ *   accepted ones their listener's) and their completion channel (one per device and poller):
+ *   fds and channels counted while three connections are open, and after the last closed.
  *
  * Both ends are in this process (a peer process costs seconds to start in the emulated guest),
  * so the census covers both. While a connection is open the census shows its objects (so it
@@ -184,10 +185,10 @@ deviceTest(
 );
 
 deviceTest(
-  "census: outgoing stream connections share one event channel, closed with the last of them",
+  "census: stream connections share their event and completion channels, closed with the last",
   async (env) => {
     const listener = listen({ hostname: env.address, port: 0 });
-    const retries = new MpaRetries(env, "census, shared channel");
+    const retries = new MpaRetries(env, "census, shared channels");
     const served: Promise<void>[] = [];
     const echo = async () => {
       const conn = await listener.accept({ timeout: 30_000 });
@@ -217,32 +218,37 @@ deviceTest(
       assert.equal(await conn.read(new Uint8Array(64)), null);
       await conn[Symbol.asyncDispose]();
     };
-    const channels = () => nativeCensus().objects.CmEventChannel ?? 0;
+    const count = () => {
+      const o = nativeCensus().objects;
+      return { cm: o.CmEventChannel ?? 0, completion: o.CompletionChannel ?? 0, fds: openFds() };
+    };
     try {
       await close(await open()); // warm-up: the poller and librdmacm's device context
       await Promise.all(served.splice(0));
-      const fds0 = openFds(), channels0 = channels(); // the listener's channel
+      const start = count(); // the listener's event channel
       const conns = [await open(), await open(), await open()];
-      // the listener's channel and the one the three outgoing connections share
-      assert.equal(channels(), channels0 + 1);
-      // each end holds its completion channel; the outgoing ones add one CM channel in all
-      assert.equal(openFds() - fds0, 3 + 3 + 1);
+      // six ends (three accepted, three outgoing): the outgoing ones' event channel and one
+      // completion channel for all six CQs (one device, one poller), so two fds in all
+      assert.deepEqual(count(), {
+        cm: start.cm + 1,
+        completion: start.completion + 1,
+        fds: start.fds + 2,
+      });
       for (const c of conns) {
         await c.write(new Uint8Array(64).fill(7));
         assert.equal(await c.read(new Uint8Array(64), { min: 64 }), 64);
       }
       await close(conns[0]);
-      assert.equal(channels(), channels0 + 1, "the others still use it");
+      assert.equal(count().cm, start.cm + 1, "the others still use it");
       await Promise.all(conns.slice(1).map(close));
-      await Promise.all(served);
-      assert.equal(channels(), channels0, "closed with the last connection");
-      assert.equal(openFds(), fds0);
-      // a new connection makes a new one
+      await Promise.all(served.splice(0));
+      assert.deepEqual(count(), start, "closed with the last connection");
+      // the next connection opens them again
       const again = await open();
-      assert.equal(channels(), channels0 + 1);
+      assert.equal(count().fds, start.fds + 2);
       await close(again);
       await Promise.all(served.splice(0));
-      assert.equal(channels(), channels0);
+      assert.deepEqual(count(), start);
     } finally {
       listener.close();
     }
