@@ -10,7 +10,8 @@
  * queues), `--buffer` bytes of ring (default 4 KiB) to show what a connection costs beyond its
  * rings, and then also 16-deep queues (the least a stream takes) to show the device's queues.
  * `--only rdma,c,tcp` runs only those clients; `--by-type` also prints the JS heap's growth per
- * connection by kind of object (bench/heap-by-type.ts; heap snapshots, slow).
+ * connection by kind of object (bench/heap-by-type.ts; heap snapshots, slow, and they grow the
+ * C heap and the engine's heap for good, so that run prints no table of readings).
  *
  *   deno run -A bench/open-conns.ts [--n 100] [--warm 10] [--buffer 4096] [--by-type] [--only rdma]
  *   bun bench/open-conns.ts …
@@ -278,6 +279,14 @@ async function driver(): Promise<void> {
     if (!only || only.split(",").includes(which)) {
       rows.push([name, await measure(which, ringBytes, depth)]);
     }
+  }
+  if (BY_TYPE) {
+    // a heap snapshot grows the C heap and the engine's heap for good: the readings around it are
+    // not what a connection costs
+    console.log(
+      `\n${rt}: the JS heap by kind is above (stderr); run without --by-type for the table`,
+    );
+    return;
   }
   const kib = (b: number | null) => (b === null ? "—" : (b / 1024).toFixed(1));
   const one = (v: number | null) => (v === null ? "—" : v.toFixed(1));
