@@ -31,7 +31,9 @@
  * before them), --address IP (default $RDMA_GUEST_IP); the allocation role alone
  * (`--role alloc`) takes --alloc-iters N (the `n` rounds of its measurement, default 10000);
  * --kinds "C rstream,ours spin" measures only those rows (comma-separated, as printed; default
- * all five), e.g. for a before/after of the library without TCP's warm-ups.
+ * all five), e.g. for a before/after of the library without TCP's warm-ups; --ours-strategy S
+ * runs the "ours" row with strategy S instead of the default (`event`: every wait sleeps on the
+ * completion channel).
  */
 
 import process from "node:process";
@@ -389,13 +391,23 @@ async function costSide(
   console.log("cost " + JSON.stringify(cost));
 }
 
+/** The roles' strategy options: "ours spin" spins up to 1 ms; "ours" takes `--ours-strategy`. */
+function pushStrategy(kind: Kind, common: string[]): void {
+  if (kind === "ours spin") common.push("--spin", "1000");
+  const strategy = arg("ours-strategy", "");
+  if (kind === "ours" && strategy) common.push("--strategy", strategy);
+}
+
 async function role(name: string): Promise<void> {
-  // rstream's socket buffers (2 × 512 KiB each way); "spin": each wait spins up to --spin µs
+  // rstream's socket buffers (2 × 512 KiB each way); "spin": each wait spins up to --spin µs;
+  // "strategy": another strategy than the default
   const spin = arg("spin", "");
+  const strategy = arg("strategy", "");
   const opts = {
     sendBufferSize: 1 << 20,
     receiveBufferSize: 1 << 20,
     ...(spin ? { strategy: "adaptive" as const, spinMicros: Number(spin) } : {}),
+    ...(strategy ? { strategy: strategy as "event" | "busy" | "adaptive" } : {}),
   };
   if (name === "alloc") {
     await allocRole();
@@ -491,7 +503,7 @@ async function measureCost(kind: Kind, what: "lat" | "bw", ops: number): Promise
   common.push("--ops", String(ops));
   const costWarm = arg("cost-warm", "");
   if (costWarm) common.push("--cost-warm", costWarm);
-  if (kind === "ours spin") common.push("--spin", "1000");
+  pushStrategy(kind, common);
   const env = { RDMA_VERBS_COUNT: "1" };
   let ready!: () => void;
   const listening = new Promise<void>((r) => (ready = r));
@@ -647,7 +659,7 @@ async function measure(kind: Kind, s: Shape): Promise<Measured> {
     return { gbps: Number(f[6]), usecPerXfer: Number(f[7]) };
   }
   const roles = kind === "TCP" ? ["tcp-server", "tcp-client"] : ["rdma-server", "rdma-client"];
-  if (kind === "ours spin") common.push("--spin", "1000");
+  pushStrategy(kind, common);
   let ready!: () => void;
   const listening = new Promise<void>((r) => (ready = r));
   const server = runChild(me(["--role", roles[0], ...common]), {
