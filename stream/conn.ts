@@ -117,7 +117,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   readonly #t: VerbsTransport;
   readonly #e: StreamEngine;
   readonly #cq: CompletionQueue;
-  /** Called once when the native side is released (the shared CM channel's lease). */
+  /** Called once the native side is released (ends its use of the shared event channel). */
   readonly #release: () => void;
   readonly #linger: number;
   readonly #strategy: Strategy;
