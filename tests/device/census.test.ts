@@ -29,6 +29,7 @@ import {
   listen,
   type NativeCensus,
   nativeCensus,
+  Poller,
   type RdmaConn,
 } from "../lib.ts";
 import { Endpoint } from "./peers/endpoint.ts";
@@ -258,6 +259,29 @@ deviceTest(
       await close(again);
       await Promise.all(served.splice(0));
       assert.deepEqual(count(), start);
+      // a connection waiting through another poller has channels of its own (its accepted end
+      // shares the listener's poller's)
+      const s = pending;
+      pending = nextEcho();
+      const poller = new Poller();
+      try {
+        const other = await connect({ hostname: env.address, port: listener.addr.port, poller });
+        served.push(s);
+        const own = await open();
+        // (channels only: the other poller has fds of its own, more or fewer by runtime)
+        const channels = () => {
+          const { cm, completion } = count();
+          return { cm: cm - start.cm, completion: completion - start.completion };
+        };
+        assert.deepEqual(channels(), { cm: 2, completion: 2 });
+        await close(other);
+        assert.deepEqual(channels(), { cm: 1, completion: 1 });
+        await close(own);
+        await Promise.all(served.splice(0));
+        assert.deepEqual(channels(), { cm: 0, completion: 0 });
+      } finally {
+        poller.close();
+      }
     } finally {
       listener.close();
     }
