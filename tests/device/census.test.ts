@@ -31,6 +31,7 @@ import {
   nativeCensus,
   Poller,
   type RdmaConn,
+  type RdmaListener,
 } from "../lib.ts";
 import { Endpoint } from "./peers/endpoint.ts";
 import { MpaRetries } from "./siw-mpa.ts";
@@ -50,6 +51,18 @@ function changed(a: NativeCensus, b: NativeCensus): Record<string, [number, numb
   if (a.blocks !== b.blocks) out.blocks = [a.blocks, b.blocks];
   if (a.bytes !== b.bytes) out.bytes = [a.bytes, b.bytes];
   return out;
+}
+
+/** Accepts one stream connection and echoes it until its end, then closes it. */
+async function echoOne(listener: RdmaListener): Promise<void> {
+  const conn = await listener.accept({ timeout: 30_000 });
+  try {
+    const b = new Uint8Array(65536);
+    for (let n; (n = await conn.read(b)) !== null;) await conn.write(b.subarray(0, n));
+    await conn.closeWrite();
+  } finally {
+    await conn[Symbol.asyncDispose]();
+  }
 }
 
 /** Runs `cycles` cycles; checks the census after the first against the one after the last. */
@@ -144,16 +157,7 @@ deviceTest(
     try {
       await censusOver(`streams`, CYCLES, async (i, during) => {
         for (;;) {
-          const served = (async () => {
-            const conn = await listener.accept({ timeout: 30_000 });
-            try {
-              const b = new Uint8Array(65536);
-              for (let n; (n = await conn.read(b)) !== null;) await conn.write(b.subarray(0, n));
-              await conn.closeWrite();
-            } finally {
-              await conn[Symbol.asyncDispose]();
-            }
-          })();
+          const served = echoOne(listener);
           let conn: RdmaConn;
           try {
             conn = await connect({
@@ -191,20 +195,10 @@ deviceTest(
     const listener = listen({ hostname: env.address, port: 0 });
     const retries = new MpaRetries(env, "census, shared channels");
     const served: Promise<void>[] = [];
-    const echo = async () => {
-      const conn = await listener.accept({ timeout: 30_000 });
-      try {
-        const b = new Uint8Array(64);
-        for (let n; (n = await conn.read(b)) !== null;) await conn.write(b.subarray(0, n));
-        await conn.closeWrite();
-      } finally {
-        await conn[Symbol.asyncDispose]();
-      }
-    };
     // one accept is always pending, so every count sees the same waits (Bun's poller holds a
     // duplicate of its epoll fd while a wait is pending)
     const nextEcho = () => {
-      const s = echo();
+      const s = echoOne(listener);
       s.catch(() => {}); // the last one ends with the listener
       return s;
     };
