@@ -20,7 +20,8 @@
  * Options: --warm N (default 40000: the guest's optimizing compiler needs thousands of rounds),
  * --rounds N (default 3000), --address IP (default $RDMA_GUEST_IP), --top N (default 6),
  * --loops a,b (default all five), --survivors (count only what outlived a young-generation
- * collection: what makes V8 grow its young generation and fills the old one).
+ * collection: what makes V8 grow its young generation and fills the old one), --strategy S (the
+ * connections' strategy; `event`: every wait sleeps on the completion channel).
  *
  * @module
  */
@@ -149,8 +150,14 @@ async function sites(
 }
 
 if (!address) throw new Error("no address: pass --address IP or set RDMA_GUEST_IP");
-const l = listen({ hostname: address, port: 0 });
-const [a, b] = await Promise.all([l.accept(), connect({ hostname: address, port: l.addr.port })]);
+// --strategy: the connections' strategy (default the library's; `event`: every wait sleeps)
+const strategy = arg("strategy", "") as "" | "event" | "busy" | "adaptive";
+const so = strategy ? { strategy } : {};
+const l = listen({ hostname: address, port: 0, ...so });
+const [a, b] = await Promise.all([
+  l.accept(),
+  connect({ hostname: address, port: l.addr.port, ...so }),
+]);
 l.close();
 console.log(
   `bench/alloc-sites (deno ${Deno.version.deno}): warm-up ${WARM}, ${ROUNDS} rounds` +
