@@ -152,11 +152,11 @@ async function sites(
 if (!address) throw new Error("no address: pass --address IP or set RDMA_GUEST_IP");
 // --strategy: the connections' strategy (default the library's; `event`: every wait sleeps)
 const strategy = arg("strategy", "") as "" | "event" | "busy" | "adaptive";
-const so = strategy ? { strategy } : {};
-const l = listen({ hostname: address, port: 0, ...so });
+const strategyOption = strategy ? { strategy } : {};
+const l = listen({ hostname: address, port: 0, ...strategyOption });
 const [a, b] = await Promise.all([
   l.accept(),
-  connect({ hostname: address, port: l.addr.port, ...so }),
+  connect({ hostname: address, port: l.addr.port, ...strategyOption }),
 ]);
 l.close();
 console.log(

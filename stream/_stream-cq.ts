@@ -1,7 +1,7 @@
 /**
  * {@link StreamCq}: a stream's CQ on the completion channel that the streams of one device context
  * and poller share. The channel's fd is watched once; each event goes to the handler of the CQ
- * that fired. With the shared rdma_cm event channels (`_outgoing-channel.ts`, the listener's) a
+ * that fired. With the shared rdma_cm event channels (`connect.ts`'s, the listener's) a
  * stream connection holds no fd of its own; rsocket's hold two.
  *
  * @module

@@ -14,8 +14,9 @@ import { ConnectionRefusedError } from "./errors.ts";
 import { type ConnectOptions, readDepthOf, streamSizes } from "./options.ts";
 import { decodeConnData, encodeConnData } from "./protocol.ts";
 import { VerbsTransport } from "./_transport.ts";
-import { leaseOutgoingChannel } from "./_outgoing-channel.ts";
+import { CmEventChannel } from "../cm/channel.ts";
 import { Poller } from "../poller/poller.ts";
+import { SharedByKey } from "./_shared.ts";
 
 /** Maps "nobody accepted" failures of the connection manager to {@link ConnectionRefusedError}. */
 export function refusedOr(e: unknown, where: string): unknown {
@@ -34,6 +35,14 @@ export function refusedOr(e: unknown, where: string): unknown {
 }
 
 /**
+ * The rdma_cm event channel the outgoing connections of one poller share (as accepted ones share
+ * their listener's): made by the first, closed by the last one's release after its id closed.
+ */
+const outgoingChannels = new SharedByKey<Poller, CmEventChannel>((poller) =>
+  new CmEventChannel({ poller })
+);
+
+/**
  * Connects to an rsocket listener (this library's `listen()`, or a C program using rsockets)
  * and resolves with the connection once it is established.
  */
@@ -45,9 +54,8 @@ export async function connect(options: ConnectOptions): Promise<RdmaConn> {
   const sizes = streamSizes(options);
   const host = numericHost(hostname, false);
   const wait = { signal, timeout };
-  // one event channel for the outgoing connections (per poller), as for a listener's accepted ones
   const poller = options.poller ?? Poller.default();
-  const lease = leaseOutgoingChannel(poller);
+  const lease = outgoingChannels.lease(poller);
   let t: VerbsTransport | undefined;
   let id: CmId | undefined;
   try {
