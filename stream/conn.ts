@@ -13,13 +13,17 @@
  *    `spinMicros`; `"busy"`: one slice; `"event"`: none). Data or credits that come within it
  *    resolve the operation with no event-loop turn, no timer and no promise besides the one the
  *    operation returns.
- * 3. Only then it waits: one pump per connection arms the CQ, drains it, and waits for the
- *    completion channel through the poller, then wakes the waiting operations, which check
- *    again. The pump stops when nobody waits, so an idle connection costs no CPU and does not
- *    keep the process alive.
+ * 3. Only then it waits: the connection arms its CQ and drains it; when the drain finds
+ *    nothing it sleeps - it holds the poller until the CQ's event, which the poller hands to it
+ *    synchronously: it drains the CQ, which wakes the waiting operations (they check again), and
+ *    sleeps again only while operations still wait. No coroutine runs between the event and the
+ *    operations' promises, so a wake-up costs the waiter's own promise and theirs. An idle
+ *    connection costs no CPU and does not keep the process alive. (`"busy"` instead runs a pump
+ *    that polls in slices between event-loop turns.)
  *
  * The connection manager's end of the connection (DISCONNECTED, DEVICE_REMOVAL) is observed on
- * the CM id without holding anything: it is read whenever the poller runs, and wakes the pump. A
+ * the CM id without holding anything: it is read whenever the poller runs, and wakes a sleeping
+ * connection. A
  * DISCONNECTED without rsocket's own DISCONNECT message first means the peer went away, and
  * pending and later operations fail with {@link ConnectionResetError}.
  *
@@ -128,15 +132,17 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   readonly #hold: PollerHold;
   /** Operations waiting for the connection's progress (they hold nothing themselves). */
   readonly #waiters = new WaitList<void>();
-  /** The pump's wait for the completion channel (holds the poller). */
-  readonly #channelWait: WaitList<void>;
+  /** What the teardown waits for: the CQ's event, the CM's end, or the busy pump's end. */
+  readonly #teardownWait: WaitList<void>;
   readonly #writeLock = new WaitList<void>();
   #closing = false;
   #core: ConnCore | null = null;
   #io: IoMaps | null = null;
   #remoteOps: RemoteOps | null = null;
   #oneSided: ((wrId: number, status: number, error: Error | null) => void) | null = null;
-  #armed = false;
+  /** Armed and drained empty, the connection holds the poller until its CQ's event. */
+  #sleeping = false;
+  /** The busy strategy's pump runs. */
   #pumping = false;
   #writing = false;
   #cmGone = false;
@@ -157,16 +163,17 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       this.#cause ??= new CmEventError("RdmaConn", ev.type, ev.name, ev.status, null);
     }
     this.#cmGone = true;
-    this.#channelWait.resolveAll();
+    this.#teardownWait.resolveAll();
+    this.#wake();
   };
   readonly #onWaitEnded = () => {
-    if (this.#waiters.size === 0) this.#channelWait.resolveAll();
+    if (this.#waiters.size === 0) this.#stopSleeping();
   };
-  /** The CQ's event came (the shared channel took and counted it for acking): wake the pump. */
+  /** The CQ's event came (the shared channel took and counted it for acking). */
   readonly #onCqEvent = (err: Error | null) => {
     if (err) this.#failWith(err);
-    this.#armed = false;
-    this.#channelWait.resolveAll();
+    this.#teardownWait.resolveAll();
+    this.#wake();
   };
 
   /** Not for direct use: {@link connect} and `RdmaListener.accept()` make connections. */
@@ -193,7 +200,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.#slice = options.spinMicros ?? BUSY_SLICE_MICROS;
     this.#poller = options.poller ?? Poller.default();
     this.#hold = new PollerHold(this.#poller);
-    this.#channelWait = new WaitList<void>(this.#hold);
+    this.#teardownWait = new WaitList<void>(this.#hold);
     this.localAddr = toAddr(id.localAddress, "tcp");
     this.remoteAddr = toAddr(id.peerAddress, "tcp");
     this.#stopObserving = observeConnectionEnd(id, this.#onCmEnd);
@@ -429,10 +436,11 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     options: ReadOptions | undefined,
     spun: boolean,
   ): Promise<number | null> {
-    // check before every wait: the progress that brought the last bytes may also have brought
-    // the end of the stream, and no completion would wake a wait for it
+    // check the engine before every wait: the progress that brought the last bytes may also
+    // have brought the end of the stream, and no completion would wake a wait for it; the first
+    // check does not poll when the caller's spin just did
     for (let spin = !spun;; spin = true) {
-      const n = this.#readNow(p, got);
+      const n = this.#readNow(p, got, spin);
       if (n > 0) {
         got += n;
         if (got >= min) return got;
@@ -446,11 +454,14 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     }
   }
 
-  /** Copies received bytes into `p[off..]`: the count, 0 if none yet, -1 at the end or reset. */
-  #readNow(p: Uint8Array, off: number): number {
+  /**
+   * Copies received bytes into `p[off..]` (polling the CQ once first when none are there and
+   * `poll`): the count, 0 if none yet, -1 at the end or reset.
+   */
+  #readNow(p: Uint8Array, off: number, poll = true): number {
     const e = this.#e;
     let n = e.read(p, off, p.length - off);
-    if (n === 0 && this.#progress() > 0) n = e.read(p, off, p.length - off);
+    if (n === 0 && poll && this.#progress() > 0) n = e.read(p, off, p.length - off);
     if (n > 0) this.#updateCredits();
     return n;
   }
@@ -585,7 +596,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const closed = () => err ??= new ClosedError("RdmaConn");
     this.#waiters.rejectAll(closed);
     this.#writeLock.rejectAll(closed);
-    this.#channelWait.resolveAll(); // the pump sees the connection closed and stops
+    this.#stopSleeping(); // the busy pump sees the connection closed and stops
     this.#keepalive?.stop();
     this.#released = this.#teardown();
   }
@@ -594,7 +605,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const deadline = now() + this.#linger;
     const e = this.#e;
     try {
-      while (this.#pumping) await this.#channelWait.add(); // the pump ends at its next step
+      while (this.#pumping) await this.#teardownWait.add(); // the pump ends at its next step
       this.#progress();
       // after the connection manager's DISCONNECTED nobody answers: no goodbye to send
       if (e.connected && (this.#cmGone || !this.#id.connected)) e.reset();
@@ -623,12 +634,12 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.#release();
   }
 
-  /** One completion wait of the teardown (the pump has stopped): arm, drain, wait. */
+  /** One completion wait of the teardown (nothing else waits): arm, drain, wait. */
   async #step(deadline: number): Promise<void> {
     const left = deadline - now();
     if (left <= 0) throw new ClosedError("RdmaConn (linger time over)");
     if (this.#armAndDrain() > 0) return;
-    await this.#channelWait.add({ timeout: left }, undefined, "RdmaConn linger");
+    await this.#teardownWait.add({ timeout: left }, undefined, "RdmaConn linger");
     this.#progress();
   }
 
@@ -702,62 +713,96 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.#budget.waited();
   }
 
-  /** Waits until the pump sees progress (or the connection ends). */
+  /** Waits until the connection's progress (or its end) wakes the waiting operations. */
   #wait(options: IoOptions | undefined): Promise<void> {
     const p = this.#waiters.add(options, undefined, "RdmaConn");
     if (options && (options.signal || options.timeout !== undefined)) {
       p.then(noop, this.#onWaitEnded);
     }
-    if (!this.#pumping) this.#pump();
+    if (this.#strategy !== "busy") this.#sleep();
+    else if (!this.#pumping) this.#pump();
     return p;
   }
 
   /** Arms the CQ unless armed, then drains it (arm -> drain -> wait); returns what it polled. */
   #armAndDrain(): number {
-    if (!this.#armed) {
-      this.#cq.requestNotify();
-      this.#armed = true;
+    try {
+      this.#t.events.arm();
+    } catch (err) {
+      this.#failWith(err as Error);
+      return 0;
     }
     return this.#progress();
   }
 
   /**
-   * Runs while operations wait: takes completions (busy: in slices between event-loop turns;
-   * otherwise arm -> drain -> wait for the completion channel), feeds them to the engine and wakes
-   * the waiting operations, which check again. Stops when nobody waits.
+   * While operations wait and the connection is not asleep: settles an end the connection
+   * manager saw, arms and drains the CQ (a drain that takes completions wakes the operations),
+   * and sleeps when a drain finds nothing.
+   */
+  #sleep(): void {
+    while (!this.#sleeping && this.#waiters.size > 0 && !this.closed) {
+      if (!this.#settled()) return;
+      if (this.#armAndDrain() === 0 && this.#waiters.size > 0) {
+        this.#sleeping = true;
+        this.#hold.ref();
+      }
+    }
+  }
+
+  /**
+   * The CQ's event or the connection manager's end came: drains the CQ (waking the operations),
+   * then sleeps again if operations still wait.
+   */
+  #wake(): void {
+    if (!this.#stopSleeping() || this.closed) return;
+    this.#budget.woke();
+    this.#progress();
+    this.#sleep();
+  }
+
+  /** Ends a sleep (its hold on the poller); returns whether the connection was asleep. */
+  #stopSleeping(): boolean {
+    if (!this.#sleeping) return false;
+    this.#sleeping = false;
+    this.#hold.unref();
+    return true;
+  }
+
+  /**
+   * Settles the connection manager's end of the connection for the waiting operations (they are
+   * woken to see it); returns whether the stream is still connected and its waits go on.
+   */
+  #settled(): boolean {
+    if (this.#cmGone) {
+      if (this.#e.connected) this.#settleDisconnect();
+      this.#waiters.resolveAll();
+    }
+    if (this.#e.connected) return true;
+    // nothing more will complete for the waits: let them see the final state
+    this.#waiters.resolveAll();
+    return false;
+  }
+
+  /**
+   * The busy strategy: while operations wait, polls the CQ in slices between event-loop turns,
+   * feeding the completions to the engine (which wakes the operations, which check again).
    */
   async #pump(): Promise<void> {
     this.#pumping = true;
     try {
-      while (this.#waiters.size > 0 && !this.closed) {
-        if (this.#cmGone && this.#e.connected) this.#settleDisconnect();
-        if (!this.#e.connected) {
-          // nothing more will complete for the waits: let them see the final state
-          this.#waiters.resolveAll();
-          break;
-        }
-        let n: number;
-        if (this.#strategy === "busy") {
-          if (COUNTING) costs.yields++;
-          await yieldToLoop();
-          const end = now() + this.#slice / 1000;
-          n = this.#progress(SPIN_CLOCK_EVERY);
-          while (n === 0 && now() < end) n = this.#progress(SPIN_CLOCK_EVERY);
-        } else {
-          n = this.#armAndDrain();
-          if (n === 0) {
-            await this.#channelWait.add();
-            this.#budget.woke();
-            n = this.#progress();
-          }
-        }
-        if (this.#cmGone) this.#waiters.resolveAll();
+      while (this.#waiters.size > 0 && !this.closed && this.#settled()) {
+        if (COUNTING) costs.yields++;
+        await yieldToLoop();
+        const end = now() + this.#slice / 1000;
+        let n = this.#progress(SPIN_CLOCK_EVERY);
+        while (n === 0 && now() < end) n = this.#progress(SPIN_CLOCK_EVERY);
       }
     } catch (err) {
       this.#failWith(err as Error);
     } finally {
       this.#pumping = false;
-      if (this.closed) this.#channelWait.resolveAll(); // the teardown waits for the pump
+      if (this.closed) this.#teardownWait.resolveAll(); // the teardown waits for the pump
     }
   }
 
