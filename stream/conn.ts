@@ -497,7 +497,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       if (n < 0) return Promise.reject(this.#writeError());
       off += n;
       if (off === len) return this.#writeDone.of(len);
-      if (!this.#spin(WRITE)) return this.#writeSlow(p, off, options);
+      if (!this.#spin(WRITE)) return this.#writeSlow(p, off, options, true);
     }
   }
 
@@ -511,11 +511,19 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     return n;
   }
 
-  async #writeSlow(p: Uint8Array, off: number, options: IoOptions | undefined): Promise<number> {
+  /** Writes `p[off..]`, waiting for room; `spun`: the caller's spin just found none. */
+  async #writeSlow(
+    p: Uint8Array,
+    off: number,
+    options: IoOptions | undefined,
+    spun = false,
+  ): Promise<number> {
     if (this.#writing) await this.#lock(options);
     this.#writing = true;
     try {
       const len = p.length;
+      // after the caller's spin, the first wait neither polls nor spins again
+      if (spun) await this.#waitFor(WRITE, options, false);
       while (off < len) {
         const n = this.#sendNow(p, off);
         if (n < 0) throw this.#writeError();
@@ -706,9 +714,9 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     return false;
   }
 
-  /** Spins for `want`, then waits for the connection's progress. */
-  async #waitFor(want: Want, options: IoOptions | undefined): Promise<void> {
-    if (this.#spin(want)) return;
+  /** Spins for `want` (unless `spin` is false), then waits for the connection's progress. */
+  async #waitFor(want: Want, options: IoOptions | undefined, spin = true): Promise<void> {
+    if (spin && this.#spin(want)) return;
     await this.#wait(options);
     this.#budget.waited();
   }
@@ -727,7 +735,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   /** Arms the CQ unless armed, then drains it (arm -> drain -> wait); returns what it polled. */
   #armAndDrain(): number {
     try {
-      this.#t.events.arm();
+      if (!this.#cq.armed) this.#cq.requestNotify();
     } catch (err) {
       this.#failWith(err as Error);
       return 0;

@@ -308,6 +308,56 @@ deviceTest(
   },
 );
 
+deviceTest(
+  "poller: CQs sharing a channel each get their wake-up; reading stops once none is armed",
+  async (env) => {
+    using r = rig(env);
+    const { ctx, pd } = r;
+    const channel = ctx.createCompChannel();
+    const cqA = ctx.createCq({ cqe: 64, channel });
+    const cqB = ctx.createCq({ cqe: 64, channel });
+    const quiet = ctx.createCq({ cqe: 16 });
+    const bufA = pd.allocBuffer(64, { access: AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE });
+    const bufB = pd.allocBuffer(64, { access: AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE });
+    const a = pd.createQp({ type: QpType.RC, sendCq: cqA, recvCq: quiet });
+    const b = pd.createQp({ type: QpType.RC, sendCq: cqB, recvCq: quiet });
+    connect(env, ctx, a, b);
+    const write = (qp: QueuePair, i: number, from: typeof bufA, to: typeof bufA) =>
+      qp.postSend({
+        wrId: BigInt(i),
+        opcode: WrOpcode.RDMA_WRITE,
+        sg: [{ mr: from, length: 8 }],
+        remote: to.remote(0, 8),
+      });
+    for (let i = 0; i < 20; i++) {
+      const waits = [cqA, cqB].map((cq) =>
+        awaitCompletions(cq, { strategy: "event", timeout: 10_000 })
+      );
+      await sleep(1);
+      assert.equal(channel.armedCqs, 2, "both CQs armed while their waits sleep");
+      // both events may be on the channel at one wake-up, or one after the other
+      if (i % 2 === 0) {
+        write(a, i, bufA, bufB);
+        write(b, i, bufB, bufA);
+      } else {
+        write(b, i, bufB, bufA);
+        if (i % 4 === 1) await sleep(1);
+        write(a, i, bufA, bufB);
+      }
+      assert.deepEqual(await Promise.all(waits), [1, 1]);
+      assert.equal(cqA.completion(0).wrId, BigInt(i));
+      assert.equal(cqB.completion(0).wrId, BigInt(i));
+      assert.equal(channel.armedCqs, 0, "each event read disarmed its CQ");
+    }
+    cqA.requestNotify();
+    cqA.requestNotify(true);
+    assert.equal(channel.armedCqs, 1, "arming an armed CQ counts once");
+    a.close();
+    closeCq(cqA);
+    assert.equal(channel.armedCqs, 0, "a CQ destroyed while armed is no longer counted");
+  },
+);
+
 /** Closes a CQ the way the verbs layer should: settle the poller's waits, then destroy. */
 function closeCq(cq: CompletionQueue): void {
   cancelCompletionWaits(cq);
