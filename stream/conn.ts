@@ -13,19 +13,16 @@
  *    `spinMicros`; `"busy"`: one slice; `"event"`: none). Data or credits that come within it
  *    resolve the operation with no event-loop turn, no timer and no promise besides the one the
  *    operation returns.
- * 3. Only then it waits: the connection arms its CQ and drains it; when the drain finds
- *    nothing it sleeps - it holds the poller until the CQ's event, which the poller hands to it
- *    synchronously: it drains the CQ, which wakes the waiting operations (they check again), and
- *    sleeps again only while operations still wait. No coroutine runs between the event and the
- *    operations' promises, so a wake-up costs the waiter's own promise and theirs. An idle
- *    connection costs no CPU and does not keep the process alive. (`"busy"` instead runs a pump
- *    that polls in slices between event-loop turns.)
+ * 3. Only then it waits: it arms the CQ and drains it, and sleeps (holds the poller) when the
+ *    drain finds nothing. The poller hands it the CQ's event synchronously: it drains the CQ,
+ *    which wakes the waiting operations, and sleeps again only while some still wait; no
+ *    coroutine runs in between. An idle connection costs no CPU and does not keep the process
+ *    alive. (`"busy"` runs a pump instead, polling in slices between event-loop turns.)
  *
  * The connection manager's end of the connection (DISCONNECTED, DEVICE_REMOVAL) is observed on
- * the CM id without holding anything: it is read whenever the poller runs, and wakes a sleeping
- * connection. A
- * DISCONNECTED without rsocket's own DISCONNECT message first means the peer went away, and
- * pending and later operations fail with {@link ConnectionResetError}.
+ * the CM id without holding anything, and wakes a sleeping connection. A DISCONNECTED without
+ * rsocket's own DISCONNECT message first means the peer went away, and pending and later
+ * operations fail with {@link ConnectionResetError}.
  *
  * @module
  */
@@ -54,6 +51,7 @@ import type { CmEvent } from "../cm/event.ts";
 import type { CompletionQueue } from "../verbs/cq.ts";
 import { describe } from "../types/check.ts";
 import type { StreamEngine } from "./_engine.ts";
+import { CONTROL, READ, ready, SENDS_DONE, type Want, WRITE } from "./_want.ts";
 import { WR_HIGH_ONE_SIDED, WR_HIGH_RECV } from "./_engine-contract.ts";
 import { ConnectionResetError, resetError } from "./errors.ts";
 import { ResolvedCount } from "./_resolved-count.ts";
@@ -81,13 +79,6 @@ import {
 
 const construct = Symbol("RdmaConn");
 const noop = () => {};
-
-// what a spin or a wait waits for
-const READ = 0;
-const WRITE = 1;
-const CONTROL = 2;
-const SENDS_DONE = 3;
-type Want = typeof READ | typeof WRITE | typeof CONTROL | typeof SENDS_DONE;
 
 /**
  * One stream connection speaking rsocket's protocol. Made by {@link connect} and by
@@ -653,10 +644,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
 
   // ---------------------------------------------------------------- progress and waiting
 
-  /**
-   * Polls the CQ (up to `tries` polls while nothing arrives) and feeds what it returned to the
-   * engine; returns the count.
-   */
+  /** Polls the CQ (up to `tries` times while empty), feeds the engine; returns the count. */
   #progress(tries = 1): number {
     let n: number;
     try {
@@ -669,28 +657,12 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     return n;
   }
 
-  /** True when an operation waiting for `want` can go on (or will never be able to). */
-  #ready(want: Want | (() => boolean)): boolean {
-    if (typeof want === "function") return want();
-    const e = this.#e;
-    switch (want) {
-      case READ:
-        return e.hasData || !e.readable || !e.connected;
-      case WRITE:
-        return !e.writable || e.canSend();
-      case CONTROL:
-        return !e.connected || e.controlAvailable();
-      default:
-        return e.allSendsDone();
-    }
-  }
-
   /**
    * Polls the CQ for a bounded budget until `want` can go on (rsocket's `rpoll` idea): the
    * learnt or fixed budget of `"adaptive"`, one slice of `"busy"`, nothing for `"event"`.
    * Returns whether it can; nothing but polls and a clock read every few passes happens meanwhile.
    */
-  #spin(want: Want | (() => boolean)): boolean {
+  #spin(want: Want): boolean {
     const s = this.#strategy;
     if (s === "event") return false;
     const learns = s === "adaptive" && !this.#budget.fixed;
@@ -701,7 +673,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     // after the first pass, each pass is up to SPIN_CLOCK_EVERY polls (the engine's state moves
     // only with what they return) and one clock read
     for (let tries = 1;; tries = SPIN_CLOCK_EVERY) {
-      if (this.#progress(tries) > 0 && this.#ready(want)) {
+      if (this.#progress(tries) > 0 && ready(this.#e, want)) {
         if (learns) this.#budget.hit(start < 0 ? 0 : (now() - start) * 1000);
         return true;
       }
@@ -743,11 +715,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     return this.#progress();
   }
 
-  /**
-   * While operations wait and the connection is not asleep: settles an end the connection
-   * manager saw, arms and drains the CQ (a drain that takes completions wakes the operations),
-   * and sleeps when a drain finds nothing.
-   */
+  /** While operations wait and it is awake: arm and drain the CQ; sleep when it finds nothing. */
   #sleep(): void {
     while (!this.#sleeping && this.#waiters.size > 0 && !this.closed) {
       if (!this.#settled()) return;
@@ -758,10 +726,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     }
   }
 
-  /**
-   * The CQ's event or the connection manager's end came: drains the CQ (waking the operations),
-   * then sleeps again if operations still wait.
-   */
+  /** The CQ's event or the CM's end came: drain the CQ, sleep again if operations still wait. */
   #wake(): void {
     if (!this.#stopSleeping() || this.closed) return;
     this.#budget.woke();
@@ -771,31 +736,24 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
 
   /** Ends a sleep (its hold on the poller); returns whether the connection was asleep. */
   #stopSleeping(): boolean {
-    if (!this.#sleeping) return false;
+    const was = this.#sleeping;
+    if (was) this.#hold.unref();
     this.#sleeping = false;
-    this.#hold.unref();
-    return true;
+    return was;
   }
 
-  /**
-   * Settles the connection manager's end of the connection for the waiting operations (they are
-   * woken to see it); returns whether the stream is still connected and its waits go on.
-   */
+  /** Lets waiting operations see an ended connection; returns whether their waits go on. */
   #settled(): boolean {
     if (this.#cmGone) {
       if (this.#e.connected) this.#settleDisconnect();
       this.#waiters.resolveAll();
     }
     if (this.#e.connected) return true;
-    // nothing more will complete for the waits: let them see the final state
-    this.#waiters.resolveAll();
+    this.#waiters.resolveAll(); // nothing more will complete for them
     return false;
   }
 
-  /**
-   * The busy strategy: while operations wait, polls the CQ in slices between event-loop turns,
-   * feeding the completions to the engine (which wakes the operations, which check again).
-   */
+  /** `"busy"`: while operations wait, polls the CQ in slices between event-loop turns. */
   async #pump(): Promise<void> {
     this.#pumping = true;
     try {
