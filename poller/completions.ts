@@ -261,11 +261,6 @@ export interface CompletionChannelLike {
   /** Reads one CQ event (the CQ object that fired) or null on EAGAIN; counts it for acking. */
   getEvent(): unknown | null;
   /**
-   * How many of its CQs are armed, when the channel counts them (each signals once): after an
-   * event, 0 means no other is pending, so the poller does not read again to find EAGAIN.
-   */
-  readonly armedCqs?: number;
-  /**
    * Acks every counted event now. The poller never calls it: acks are batched by the channel
    * and flushed by its owner before a CQ or the channel is destroyed.
    */
@@ -347,22 +342,15 @@ function stateOf(cq: CompletionSource): CqState {
   return s;
 }
 
-/**
- * Drains a channel (until EAGAIN, or until no armed CQ is left to signal) and wakes the waiters of
- * every CQ that fired.
- */
+/** Drains a channel until EAGAIN and wakes the waiters of every CQ that fired. */
 function drainChannel(channel: CompletionChannelLike): void {
   // an edge reported just as the channel was closed (its owner should have unwatched it)
   if ((channel as { closed?: boolean }).closed === true) return closeWatchesOf(channel);
-  for (;;) {
-    const cq = channel.getEvent();
-    if (cq === null) return;
+  for (let cq = channel.getEvent(); cq !== null; cq = channel.getEvent()) {
     const s = typeof cq === "object" ? states.get(cq as object) : undefined;
-    if (s) {
-      s.armed = false;
-      if (s.waits && s.waits.size > 0) s.waits.resolveAll();
-    }
-    if (channel.armedCqs === 0) return; // no event can be pending
+    if (!s) continue;
+    s.armed = false;
+    if (s.waits && s.waits.size > 0) s.waits.resolveAll();
   }
 }
 

@@ -427,11 +427,10 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     options: ReadOptions | undefined,
     spun: boolean,
   ): Promise<number | null> {
-    // check the engine before every wait: the progress that brought the last bytes may also
-    // have brought the end of the stream, and no completion would wake a wait for it; the first
-    // check does not poll when the caller's spin just did
+    // check before every wait: the progress that brought the last bytes may also have brought
+    // the end of the stream, and no completion would wake a wait for it
     for (let spin = !spun;; spin = true) {
-      const n = this.#readNow(p, got, spin);
+      const n = this.#readNow(p, got);
       if (n > 0) {
         got += n;
         if (got >= min) return got;
@@ -445,14 +444,11 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     }
   }
 
-  /**
-   * Copies received bytes into `p[off..]` (polling the CQ once first when none are there and
-   * `poll`): the count, 0 if none yet, -1 at the end or reset.
-   */
-  #readNow(p: Uint8Array, off: number, poll = true): number {
+  /** Copies received bytes into `p[off..]`: the count, 0 if none yet, -1 at the end or reset. */
+  #readNow(p: Uint8Array, off: number): number {
     const e = this.#e;
     let n = e.read(p, off, p.length - off);
-    if (n === 0 && poll && this.#progress() > 0) n = e.read(p, off, p.length - off);
+    if (n === 0 && this.#progress() > 0) n = e.read(p, off, p.length - off);
     if (n > 0) this.#updateCredits();
     return n;
   }
@@ -488,7 +484,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       if (n < 0) return Promise.reject(this.#writeError());
       off += n;
       if (off === len) return this.#writeDone.of(len);
-      if (!this.#spin(WRITE)) return this.#writeSlow(p, off, options, true);
+      if (!this.#spin(WRITE)) return this.#writeSlow(p, off, options);
     }
   }
 
@@ -502,19 +498,11 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     return n;
   }
 
-  /** Writes `p[off..]`, waiting for room; `spun`: the caller's spin just found none. */
-  async #writeSlow(
-    p: Uint8Array,
-    off: number,
-    options: IoOptions | undefined,
-    spun = false,
-  ): Promise<number> {
+  async #writeSlow(p: Uint8Array, off: number, options: IoOptions | undefined): Promise<number> {
     if (this.#writing) await this.#lock(options);
     this.#writing = true;
     try {
       const len = p.length;
-      // after the caller's spin, the first wait neither polls nor spins again
-      if (spun) await this.#waitFor(WRITE, options, false);
       while (off < len) {
         const n = this.#sendNow(p, off);
         if (n < 0) throw this.#writeError();
@@ -686,9 +674,9 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     return false;
   }
 
-  /** Spins for `want` (unless `spin` is false), then waits for the connection's progress. */
-  async #waitFor(want: Want, options: IoOptions | undefined, spin = true): Promise<void> {
-    if (spin && this.#spin(want)) return;
+  /** Spins for `want`, then waits for the connection's progress. */
+  async #waitFor(want: Want, options: IoOptions | undefined): Promise<void> {
+    if (this.#spin(want)) return;
     await this.#wait(options);
     this.#budget.waited();
   }

@@ -2,7 +2,7 @@
  * Completion channels: a non-blocking fd that signals armed CQs. `getEvent()`
  * returns the CQ that fired, or null when nothing is pending; events are acked in
  * batches and flushed before a CQ is destroyed. The channel counts its armed CQs
- * (`armedCqs`): an armed CQ signals once, so with none armed no event can be pending.
+ * (`armedCqs`).
  *
  * @module
  */
@@ -63,8 +63,9 @@ export class CompletionChannel extends NativeResource {
 
   /**
    * How many of the channel's CQs are armed (`requestNotify` called and their event not read
-   * yet). Each signals once, so when this is 0 no event is pending: a reader that took the last
-   * armed CQ's event need not read again to find EAGAIN.
+   * yet). Each signals once, so where a CQ is armed again only after its event was read (the
+   * stream connections' CQs), 0 means no event is pending and a reader need not read again to
+   * find EAGAIN. A CQ armed again while its event is unread may signal twice: read until EAGAIN.
    */
   get armedCqs(): number {
     return this.#armedCqs;

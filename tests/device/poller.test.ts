@@ -309,7 +309,7 @@ deviceTest(
 );
 
 deviceTest(
-  "poller: CQs sharing a channel each get their wake-up; reading stops once none is armed",
+  "poller: CQs sharing a channel each get their wake-up; the channel counts its armed CQs",
   async (env) => {
     using r = rig(env);
     const { ctx, pd } = r;
