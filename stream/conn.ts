@@ -13,16 +13,15 @@
  *    `spinMicros`; `"busy"`: one slice; `"event"`: none). Data or credits that come within it
  *    resolve the operation with no event-loop turn, no timer and no promise besides the one the
  *    operation returns.
- * 3. Only then it waits: it arms the CQ and drains it, and sleeps (holds the poller) when the
- *    drain finds nothing. The poller hands it the CQ's event synchronously: it drains the CQ,
- *    which wakes the waiting operations, and sleeps again only while some still wait; no
- *    coroutine runs in between. An idle connection costs no CPU and does not keep the process
- *    alive. (`"busy"` runs a pump instead, polling in slices between event-loop turns.)
+ * 3. Only then it waits: one pump per connection arms the CQ, drains it, and waits for the
+ *    completion channel through the poller, then wakes the waiting operations, which check
+ *    again. The pump stops when nobody waits, so an idle connection costs no CPU and does not
+ *    keep the process alive.
  *
  * The connection manager's end of the connection (DISCONNECTED, DEVICE_REMOVAL) is observed on
- * the CM id without holding anything, and wakes a sleeping connection. A DISCONNECTED without
- * rsocket's own DISCONNECT message first means the peer went away, and pending and later
- * operations fail with {@link ConnectionResetError}.
+ * the CM id without holding anything: it is read whenever the poller runs, and wakes the pump. A
+ * DISCONNECTED without rsocket's own DISCONNECT message first means the peer went away, and
+ * pending and later operations fail with {@link ConnectionResetError}.
  *
  * @module
  */
@@ -51,7 +50,6 @@ import type { CmEvent } from "../cm/event.ts";
 import type { CompletionQueue } from "../verbs/cq.ts";
 import { describe } from "../types/check.ts";
 import type { StreamEngine } from "./_engine.ts";
-import { CONTROL, READ, ready, SENDS_DONE, type Want, WRITE } from "./_want.ts";
 import { WR_HIGH_ONE_SIDED, WR_HIGH_RECV } from "./_engine-contract.ts";
 import { ConnectionResetError, resetError } from "./errors.ts";
 import { ResolvedCount } from "./_resolved-count.ts";
@@ -79,6 +77,13 @@ import {
 
 const construct = Symbol("RdmaConn");
 const noop = () => {};
+
+// what a spin or a wait waits for
+const READ = 0;
+const WRITE = 1;
+const CONTROL = 2;
+const SENDS_DONE = 3;
+type Want = typeof READ | typeof WRITE | typeof CONTROL | typeof SENDS_DONE;
 
 /**
  * One stream connection speaking rsocket's protocol. Made by {@link connect} and by
@@ -123,17 +128,15 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   readonly #hold: PollerHold;
   /** Operations waiting for the connection's progress (they hold nothing themselves). */
   readonly #waiters = new WaitList<void>();
-  /** What the teardown waits for: the CQ's event, the CM's end, or the busy pump's end. */
-  readonly #teardownWait: WaitList<void>;
+  /** The pump's wait for the completion channel (holds the poller). */
+  readonly #channelWait: WaitList<void>;
   readonly #writeLock = new WaitList<void>();
   #closing = false;
   #core: ConnCore | null = null;
   #io: IoMaps | null = null;
   #remoteOps: RemoteOps | null = null;
   #oneSided: ((wrId: number, status: number, error: Error | null) => void) | null = null;
-  /** Armed and drained empty, the connection holds the poller until its CQ's event. */
-  #sleeping = false;
-  /** The busy strategy's pump runs. */
+  #armed = false;
   #pumping = false;
   #writing = false;
   #cmGone = false;
@@ -154,17 +157,16 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       this.#cause ??= new CmEventError("RdmaConn", ev.type, ev.name, ev.status, null);
     }
     this.#cmGone = true;
-    this.#teardownWait.resolveAll();
-    this.#wake();
+    this.#channelWait.resolveAll();
   };
   readonly #onWaitEnded = () => {
-    if (this.#waiters.size === 0) this.#stopSleeping();
+    if (this.#waiters.size === 0) this.#channelWait.resolveAll();
   };
-  /** The CQ's event came (the shared channel took and counted it for acking). */
+  /** The CQ's event came (the shared channel took and counted it for acking): wake the pump. */
   readonly #onCqEvent = (err: Error | null) => {
     if (err) this.#failWith(err);
-    this.#teardownWait.resolveAll();
-    this.#wake();
+    this.#armed = false;
+    this.#channelWait.resolveAll();
   };
 
   /** Not for direct use: {@link connect} and `RdmaListener.accept()` make connections. */
@@ -191,7 +193,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.#slice = options.spinMicros ?? BUSY_SLICE_MICROS;
     this.#poller = options.poller ?? Poller.default();
     this.#hold = new PollerHold(this.#poller);
-    this.#teardownWait = new WaitList<void>(this.#hold);
+    this.#channelWait = new WaitList<void>(this.#hold);
     this.localAddr = toAddr(id.localAddress, "tcp");
     this.remoteAddr = toAddr(id.peerAddress, "tcp");
     this.#stopObserving = observeConnectionEnd(id, this.#onCmEnd);
@@ -583,7 +585,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const closed = () => err ??= new ClosedError("RdmaConn");
     this.#waiters.rejectAll(closed);
     this.#writeLock.rejectAll(closed);
-    this.#stopSleeping(); // the busy pump sees the connection closed and stops
+    this.#channelWait.resolveAll(); // the pump sees the connection closed and stops
     this.#keepalive?.stop();
     this.#released = this.#teardown();
   }
@@ -592,7 +594,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const deadline = now() + this.#linger;
     const e = this.#e;
     try {
-      while (this.#pumping) await this.#teardownWait.add(); // the pump ends at its next step
+      while (this.#pumping) await this.#channelWait.add(); // the pump ends at its next step
       this.#progress();
       // after the connection manager's DISCONNECTED nobody answers: no goodbye to send
       if (e.connected && (this.#cmGone || !this.#id.connected)) e.reset();
@@ -621,18 +623,21 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.#release();
   }
 
-  /** One completion wait of the teardown (nothing else waits): arm, drain, wait. */
+  /** One completion wait of the teardown (the pump has stopped): arm, drain, wait. */
   async #step(deadline: number): Promise<void> {
     const left = deadline - now();
     if (left <= 0) throw new ClosedError("RdmaConn (linger time over)");
     if (this.#armAndDrain() > 0) return;
-    await this.#teardownWait.add({ timeout: left }, undefined, "RdmaConn linger");
+    await this.#channelWait.add({ timeout: left }, undefined, "RdmaConn linger");
     this.#progress();
   }
 
   // ---------------------------------------------------------------- progress and waiting
 
-  /** Polls the CQ (up to `tries` times while empty), feeds the engine; returns the count. */
+  /**
+   * Polls the CQ (up to `tries` polls while nothing arrives) and feeds what it returned to the
+   * engine; returns the count.
+   */
   #progress(tries = 1): number {
     let n: number;
     try {
@@ -645,12 +650,28 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     return n;
   }
 
+  /** True when an operation waiting for `want` can go on (or will never be able to). */
+  #ready(want: Want | (() => boolean)): boolean {
+    if (typeof want === "function") return want();
+    const e = this.#e;
+    switch (want) {
+      case READ:
+        return e.hasData || !e.readable || !e.connected;
+      case WRITE:
+        return !e.writable || e.canSend();
+      case CONTROL:
+        return !e.connected || e.controlAvailable();
+      default:
+        return e.allSendsDone();
+    }
+  }
+
   /**
    * Polls the CQ for a bounded budget until `want` can go on (rsocket's `rpoll` idea): the
    * learnt or fixed budget of `"adaptive"`, one slice of `"busy"`, nothing for `"event"`.
    * Returns whether it can; nothing but polls and a clock read every few passes happens meanwhile.
    */
-  #spin(want: Want): boolean {
+  #spin(want: Want | (() => boolean)): boolean {
     const s = this.#strategy;
     if (s === "event") return false;
     const learns = s === "adaptive" && !this.#budget.fixed;
@@ -661,7 +682,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     // after the first pass, each pass is up to SPIN_CLOCK_EVERY polls (the engine's state moves
     // only with what they return) and one clock read
     for (let tries = 1;; tries = SPIN_CLOCK_EVERY) {
-      if (this.#progress(tries) > 0 && ready(this.#e, want)) {
+      if (this.#progress(tries) > 0 && this.#ready(want)) {
         if (learns) this.#budget.hit(start < 0 ? 0 : (now() - start) * 1000);
         return true;
       }
@@ -681,82 +702,62 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.#budget.waited();
   }
 
-  /** Waits until the connection's progress (or its end) wakes the waiting operations. */
+  /** Waits until the pump sees progress (or the connection ends). */
   #wait(options: IoOptions | undefined): Promise<void> {
     const p = this.#waiters.add(options, undefined, "RdmaConn");
     if (options && (options.signal || options.timeout !== undefined)) {
       p.then(noop, this.#onWaitEnded);
     }
-    if (this.#strategy !== "busy") this.#sleep();
-    else if (!this.#pumping) this.#pump();
+    if (!this.#pumping) this.#pump();
     return p;
   }
 
   /** Arms the CQ unless armed, then drains it (arm -> drain -> wait); returns what it polled. */
   #armAndDrain(): number {
-    try {
-      if (!this.#cq.armed) this.#cq.requestNotify();
-    } catch (err) {
-      this.#failWith(err as Error);
-      return 0;
+    if (!this.#armed) {
+      this.#cq.requestNotify();
+      this.#armed = true;
     }
     return this.#progress();
   }
 
-  /** While operations wait and it is awake: arm and drain the CQ; sleep when it finds nothing. */
-  #sleep(): void {
-    while (!this.#sleeping && this.#waiters.size > 0 && !this.closed) {
-      if (!this.#settled()) return;
-      if (this.#armAndDrain() === 0 && this.#waiters.size > 0) {
-        this.#sleeping = true;
-        this.#hold.ref();
-      }
-    }
-  }
-
-  /** The CQ's event or the CM's end came: drain the CQ, sleep again if operations still wait. */
-  #wake(): void {
-    if (!this.#stopSleeping() || this.closed) return;
-    this.#budget.woke();
-    this.#progress();
-    this.#sleep();
-  }
-
-  /** Ends a sleep (its hold on the poller); returns whether the connection was asleep. */
-  #stopSleeping(): boolean {
-    const was = this.#sleeping;
-    if (was) this.#hold.unref();
-    this.#sleeping = false;
-    return was;
-  }
-
-  /** Lets waiting operations see an ended connection; returns whether their waits go on. */
-  #settled(): boolean {
-    if (this.#cmGone) {
-      if (this.#e.connected) this.#settleDisconnect();
-      this.#waiters.resolveAll();
-    }
-    if (this.#e.connected) return true;
-    this.#waiters.resolveAll(); // nothing more will complete for them
-    return false;
-  }
-
-  /** `"busy"`: while operations wait, polls the CQ in slices between event-loop turns. */
+  /**
+   * Runs while operations wait: takes completions (busy: in slices between event-loop turns;
+   * otherwise arm -> drain -> wait for the completion channel), feeds them to the engine and wakes
+   * the waiting operations, which check again. Stops when nobody waits.
+   */
   async #pump(): Promise<void> {
     this.#pumping = true;
     try {
-      while (this.#waiters.size > 0 && !this.closed && this.#settled()) {
-        if (COUNTING) costs.yields++;
-        await yieldToLoop();
-        const end = now() + this.#slice / 1000;
-        let n = this.#progress(SPIN_CLOCK_EVERY);
-        while (n === 0 && now() < end) n = this.#progress(SPIN_CLOCK_EVERY);
+      while (this.#waiters.size > 0 && !this.closed) {
+        if (this.#cmGone && this.#e.connected) this.#settleDisconnect();
+        if (!this.#e.connected) {
+          // nothing more will complete for the waits: let them see the final state
+          this.#waiters.resolveAll();
+          break;
+        }
+        let n: number;
+        if (this.#strategy === "busy") {
+          if (COUNTING) costs.yields++;
+          await yieldToLoop();
+          const end = now() + this.#slice / 1000;
+          n = this.#progress(SPIN_CLOCK_EVERY);
+          while (n === 0 && now() < end) n = this.#progress(SPIN_CLOCK_EVERY);
+        } else {
+          n = this.#armAndDrain();
+          if (n === 0) {
+            await this.#channelWait.add();
+            this.#budget.woke();
+            n = this.#progress();
+          }
+        }
+        if (this.#cmGone) this.#waiters.resolveAll();
       }
     } catch (err) {
       this.#failWith(err as Error);
     } finally {
       this.#pumping = false;
-      if (this.closed) this.#teardownWait.resolveAll(); // the teardown waits for the pump
+      if (this.closed) this.#channelWait.resolveAll(); // the teardown waits for the pump
     }
   }
 
