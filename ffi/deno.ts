@@ -302,6 +302,7 @@ function libffiPath(native: Native, path: string): Pick<Native, "fnPointer" | "p
     }
 
     setArg(index: number, value: ArgValues<S["args"]>[number]): void {
+      if (this.#block === null) throw new RdmaError("prepared call used after free()");
       writeSlot(this.#view, SLOT * (1 + index), this.#spec.args[index], value);
     }
 
@@ -405,11 +406,15 @@ function trampolinePath(
   const { i32: callI32, u32: callU32, void: callVoid, pointer: callPointer, retry } =
     loadTrampoline(native);
 
-  /** One prepared call: its block (the function, then one 8-byte slot per argument). */
+  /**
+   * One prepared call: its block (the function, then one 8-byte slot per argument). The view
+   * that writes an argument is made by the first {@link TrampolineCall.setArg}: most prepared
+   * calls never change one, and a view with its buffer is about 180 bytes of heap.
+   */
   class TrampolineCall<S extends FunctionSpec> implements PreparedCall<S> {
     #block: NativePointer | null;
     readonly #arg: Deno.PointerValue;
-    readonly #view: DataView;
+    #view: DataView | null = null;
     readonly #spec: S;
     readonly #result: TrampolineResult;
     readonly #counted: boolean;
@@ -418,12 +423,12 @@ function trampolinePath(
     constructor(fn: NativePointer, spec: S, args: ArgValues<S["args"]>, counted: boolean) {
       const block = this.#block = native.alloc(TRAMPOLINE_BLOCK_BYTES, 16);
       this.#arg = denoPtr(block);
-      this.#view = new DataView(native.arrayBuffer(block, TRAMPOLINE_BLOCK_BYTES));
       this.#spec = spec;
       this.#result = spec.result as TrampolineResult;
       native.writePointer(block, 0, fn);
+      const view = new DataView(native.arrayBuffer(block, TRAMPOLINE_BLOCK_BYTES));
       for (let i = 0; i < spec.args.length; i++) {
-        writeSlot(this.#view, SLOT * (1 + i), spec.args[i], args[i]);
+        writeSlot(view, SLOT * (1 + i), spec.args[i], args[i]);
       }
       this.#counted = counted;
       if (counted) countBorn("PreparedCall");
@@ -473,13 +478,16 @@ function trampolinePath(
     }
 
     setArg(index: number, value: ArgValues<S["args"]>[number]): void {
+      const block = this.#block;
+      if (block === null) throw new RdmaError("prepared call used after free()");
+      this.#view ??= new DataView(native.arrayBuffer(block, TRAMPOLINE_BLOCK_BYTES));
       writeSlot(this.#view, SLOT * (1 + index), this.#spec.args[index], value);
     }
 
     free(): void {
       if (this.#block === null) return;
       native.free(this.#block, TRAMPOLINE_BLOCK_BYTES, 16);
-      this.#block = null;
+      this.#block = this.#view = null;
       if (this.#counted) countDied("PreparedCall");
     }
   }

@@ -40,10 +40,14 @@ for (
     assert.equal(call.call(), 7);
     call.setArg(0, -2147483647);
     assert.equal(call.call(), 2147483647);
+    call.setArg(0, 5); // a second change through the same view
+    assert.equal(call.call(), 5);
     call.free();
     call.free();
     if (path !== "UnsafeFnPointer") {
+      // its native block is gone: neither a call nor a new argument may reach it
       assert.throws(() => call.call(), (e: unknown) => e instanceof RdmaError);
+      assert.throws(() => call.setArg(0, -1), (e: unknown) => e instanceof RdmaError);
     }
   }, { skip: BUN });
 }
