@@ -59,6 +59,16 @@ function rawQp(id: CmId): { qp: QueuePair; mr: MemoryRegion; close(): void } {
   };
 }
 
+/**
+ * The passive side of a disconnect: waits for DISCONNECTED, then answers it (`rdma_disconnect`
+ * sends the DREP; the id stays open). Without the answer the initiator's `disconnect()` waits
+ * for the CM's DREQ timeout (about 10 s on RoCE), as a C initiator would.
+ */
+async function answerDisconnect(id: CmId): Promise<void> {
+  await id.waitDisconnected(WAIT);
+  await id.disconnect({ close: false });
+}
+
 /** Sends `msg` from `a` and receives it in `b` (RC, receive posted first). */
 async function exchange(
   a: { qp: QueuePair; mr: MemoryRegion },
@@ -126,7 +136,7 @@ deviceTest(
       const got = await sRecv;
       assert.equal(text(s.mr.buffer.slice(2048, 2048 + got.byteLen)), "raw hello");
       assert.equal(await exchange(s, c, "raw reply"), "raw reply");
-      await Promise.all([cli.disconnect(), req.waitDisconnected(WAIT)]);
+      await Promise.all([cli.disconnect(), answerDisconnect(req)]);
       req.close();
       c.close();
       s.close();
@@ -237,7 +247,7 @@ deviceTest(
       await c.send(enc("after migrate"));
       assert.equal(text((await s.recv()).bytes), "after migrate");
       // DISCONNECTED comes on the new channels
-      await Promise.all([cliMoved.disconnect(), moved.waitDisconnected(WAIT)]);
+      await Promise.all([cliMoved.disconnect(), answerDisconnect(moved)]);
       moved.close();
       assert.equal(c.qp.closed, true);
       c.close();
@@ -368,7 +378,7 @@ deviceTest(
       await Promise.all([req.accept({}, WAIT), connecting]);
       await e.send(enc("over a set path"));
       assert.equal(text((await s.recv()).bytes), "over a set path");
-      await Promise.all([b.disconnect(), req.waitDisconnected(WAIT)]);
+      await Promise.all([b.disconnect(), answerDisconnect(req)]);
       req.close();
       e.close();
       s.close();
