@@ -2,7 +2,7 @@
  * Soak: many connect/transfer/disconnect cycles over rdma_cm against a server process, with the
  * open-fd count and the resident set size measured after a warm-up and at the end (both
  * printed). `RDMA_SOAK_CYCLES` sets the count: 250 in the suite (50 of warm-up, 200 measured; about
- * 12-20 s per runtime in the emulated guest, where CI's whole run must stay under an hour), 1,000 in
+ * 20-25 s per runtime in the emulated guest, where CI's whole run must stay under an hour), 1,000 in
  * bench/reliability.sh; bench/soak.ts runs 10,000 with RSS and the census charted.
  */
 import assert from "node:assert/strict";
