@@ -33,7 +33,8 @@
  * --kinds "C rstream,ours spin" measures only those rows (comma-separated, as printed; default
  * all five), e.g. for a before/after of the library without TCP's warm-ups; --ours-strategy S
  * runs the "ours" row with strategy S instead of the default (`event`: every wait sleeps on the
- * completion channel).
+ * completion channel); --alloc 0 skips the allocation measurement (for a before/after of the
+ * timed rows).
  */
 
 import process from "node:process";
@@ -756,8 +757,8 @@ async function main(): Promise<void> {
     "--address",
     address,
   ];
-  const alloc = await runChild(allocArgv, LONG).done;
-  const allocJson = alloc.stdout.split("\n").find((l) => l.startsWith("{"));
+  const alloc = arg("alloc", "1") === "0" ? null : await runChild(allocArgv, LONG).done;
+  const allocJson = alloc?.stdout.split("\n").find((l) => l.startsWith("{"));
   console.log("\nmedians:");
   for (const k of kinds) {
     console.log(
@@ -795,7 +796,7 @@ async function main(): Promise<void> {
         `(${a.tryRoundsThatWaited} of ${a.tryRounds} rounds waited once)` +
         (a.gc ? "" : " (no gc() available: an upper bound)"),
     );
-  } else console.log(`allocation measurement failed: ${alloc.stderr}`);
+  } else if (alloc) console.log(`allocation measurement failed: ${alloc.stderr}`);
 }
 
 const r = arg("role", "");
