@@ -286,21 +286,35 @@ interface SideCost {
   floor: { promises: number; bytes: number };
 }
 
-/** Counts the promises created while `f` runs: V8's promise hooks (Deno), JSC's live count (Bun). */
-async function promisesDuring(f: () => Promise<void>): Promise<number> {
+/** Operations per window of Bun's promise count (few enough that no collection runs within). */
+const BUN_PROMISE_WINDOW = 20;
+
+/**
+ * Counts the promises created while `f(n)` runs n operations: V8's promise hooks (Deno). Bun has
+ * none, and JSC counts live promises only, which a collection lowers: there the operations run in
+ * windows of {@link BUN_PROMISE_WINDOW}, each after a full collection, and the live count's growth
+ * over each window is summed.
+ */
+async function promisesDuring(f: (k: number) => Promise<void>, n: number): Promise<number> {
   if (isBun) {
     const { heapStats } = await import("bun:jsc");
+    const bun = (globalThis as unknown as { Bun: { gc(force: boolean): void } }).Bun;
     const count = () => heapStats().objectTypeCounts.Promise ?? 0;
-    const before = count();
-    await f();
-    return count() - before;
+    let made = 0;
+    for (let done = 0; done < n; done += BUN_PROMISE_WINDOW) {
+      bun.gc(true);
+      const before = count();
+      await f(Math.min(BUN_PROMISE_WINDOW, n - done));
+      made += count() - before;
+    }
+    return made;
   }
   const { promiseHooks } = (await import("node:v8")).default;
-  let n = 0;
-  const stop = promiseHooks.onInit(() => n++);
-  await f();
+  let made = 0;
+  const stop = promiseHooks.onInit(() => made++);
+  await f(n);
   stop();
-  return n;
+  return made;
 }
 
 /** Deno's flags for the processes that count heap bytes: collections on demand, a fixed young
@@ -374,10 +388,10 @@ async function costSide(
   await ops(n);
   const us = ((performance.now() - t0) * 1000) / n;
   const perOp = costsPerOperation(n);
-  const promises = await promisesDuring(() => ops(n));
+  const promises = await promisesDuring(ops, n);
   const bytes = await bytesDuring(() => ops(n));
   const floor = {
-    promises: (await promisesDuring(() => floorOps(n))) / n,
+    promises: (await promisesDuring(floorOps, n)) / n,
     bytes: Math.max(0, Math.round((await bytesDuring(() => floorOps(n))) / n)),
   };
   const cost: SideCost = {
