@@ -2,7 +2,10 @@
  * {@link StreamCq}: a stream's CQ on the completion channel that the streams of one device context
  * and poller share. The channel's fd is watched once; each event goes to the handler of the CQ
  * that fired. With the shared rdma_cm event channels (`connect.ts`'s, the listener's) a
- * stream connection holds no fd of its own; rsocket's hold two.
+ * stream connection holds no fd of its own; rsocket's hold two. A wake-up reads events until none
+ * can be pending: the channel counts its armed CQs, each of which signals once, so the read that
+ * would find EAGAIN is made only while some CQ is still armed (rsocket, with a channel per socket,
+ * reads one event per sleep).
  *
  * @module
  */
@@ -42,10 +45,17 @@ class CqEvents {
   readonly #dispatch = () => {
     const ch = this.channel;
     if (ch.closed) return;
-    try {
-      for (let cq = ch.getEvent(); cq !== null; cq = ch.getEvent()) this.handlers.get(cq)?.(null);
-    } catch (err) {
-      for (const h of [...this.handlers.values()]) h(err as Error);
+    for (;;) {
+      let cq: CompletionQueue | null;
+      try {
+        cq = ch.getEvent();
+      } catch (err) {
+        for (const h of [...this.handlers.values()]) h(err as Error);
+        return;
+      }
+      if (cq === null) return;
+      this.handlers.get(cq)?.(null);
+      if (ch.armedCqs === 0) return; // no event can be pending
     }
   };
 }

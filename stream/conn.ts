@@ -13,15 +13,16 @@
  *    `spinMicros`; `"busy"`: one slice; `"event"`: none). Data or credits that come within it
  *    resolve the operation with no event-loop turn, no timer and no promise besides the one the
  *    operation returns.
- * 3. Only then it waits: one pump per connection arms the CQ, drains it, and waits for the
- *    completion channel through the poller, then wakes the waiting operations, which check
- *    again. The pump stops when nobody waits, so an idle connection costs no CPU and does not
- *    keep the process alive.
+ * 3. Only then it waits: it arms the CQ and drains it, and sleeps (holds the poller) when the
+ *    drain finds nothing. The poller hands it the CQ's event synchronously: it drains the CQ,
+ *    which wakes the waiting operations, and sleeps again only while some still wait; no
+ *    coroutine runs in between. An idle connection costs no CPU and does not keep the process
+ *    alive. (`"busy"` runs a pump instead, polling in slices between event-loop turns.)
  *
  * The connection manager's end of the connection (DISCONNECTED, DEVICE_REMOVAL) is observed on
- * the CM id without holding anything: it is read whenever the poller runs, and wakes the pump. A
- * DISCONNECTED without rsocket's own DISCONNECT message first means the peer went away, and
- * pending and later operations fail with {@link ConnectionResetError}.
+ * the CM id without holding anything, and wakes a sleeping connection. A DISCONNECTED without
+ * rsocket's own DISCONNECT message first means the peer went away, and pending and later
+ * operations fail with {@link ConnectionResetError}.
  *
  * @module
  */
@@ -78,12 +79,12 @@ import {
 const construct = Symbol("RdmaConn");
 const noop = () => {};
 
-// what a spin or a wait waits for
+// what a spin or a wait waits for (module constants: the spin's test compares with them)
 const READ = 0;
 const WRITE = 1;
 const CONTROL = 2;
 const SENDS_DONE = 3;
-type Want = typeof READ | typeof WRITE | typeof CONTROL | typeof SENDS_DONE;
+type Want = typeof READ | typeof WRITE | typeof CONTROL | typeof SENDS_DONE | (() => boolean);
 
 /**
  * One stream connection speaking rsocket's protocol. Made by {@link connect} and by
@@ -128,15 +129,17 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   readonly #hold: PollerHold;
   /** Operations waiting for the connection's progress (they hold nothing themselves). */
   readonly #waiters = new WaitList<void>();
-  /** The pump's wait for the completion channel (holds the poller). */
-  readonly #channelWait: WaitList<void>;
+  /** What the teardown waits for: the CQ's event, the CM's end, or the busy pump's end. */
+  readonly #teardownWait: WaitList<void>;
   readonly #writeLock = new WaitList<void>();
   #closing = false;
   #core: ConnCore | null = null;
   #io: IoMaps | null = null;
   #remoteOps: RemoteOps | null = null;
   #oneSided: ((wrId: number, status: number, error: Error | null) => void) | null = null;
-  #armed = false;
+  /** Armed and drained empty, the connection holds the poller until its CQ's event. */
+  #sleeping = false;
+  /** The busy strategy's pump runs. */
   #pumping = false;
   #writing = false;
   #cmGone = false;
@@ -157,16 +160,17 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       this.#cause ??= new CmEventError("RdmaConn", ev.type, ev.name, ev.status, null);
     }
     this.#cmGone = true;
-    this.#channelWait.resolveAll();
+    this.#teardownWait.resolveAll();
+    this.#wake();
   };
   readonly #onWaitEnded = () => {
-    if (this.#waiters.size === 0) this.#channelWait.resolveAll();
+    if (this.#waiters.size === 0) this.#stopSleeping();
   };
-  /** The CQ's event came (the shared channel took and counted it for acking): wake the pump. */
+  /** The CQ's event came (the shared channel took and counted it for acking). */
   readonly #onCqEvent = (err: Error | null) => {
     if (err) this.#failWith(err);
-    this.#armed = false;
-    this.#channelWait.resolveAll();
+    this.#teardownWait.resolveAll();
+    this.#wake();
   };
 
   /** Not for direct use: {@link connect} and `RdmaListener.accept()` make connections. */
@@ -193,7 +197,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.#slice = options.spinMicros ?? BUSY_SLICE_MICROS;
     this.#poller = options.poller ?? Poller.default();
     this.#hold = new PollerHold(this.#poller);
-    this.#channelWait = new WaitList<void>(this.#hold);
+    this.#teardownWait = new WaitList<void>(this.#hold);
     this.localAddr = toAddr(id.localAddress, "tcp");
     this.remoteAddr = toAddr(id.peerAddress, "tcp");
     this.#stopObserving = observeConnectionEnd(id, this.#onCmEnd);
@@ -326,11 +330,9 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   }
 
   #remote(): RemoteOps {
-    if (this.#remoteOps === null) {
-      const ops = new RemoteOps(this.#coreOf());
-      this.#remoteOps = ops;
-      this.#oneSided = this.#coreOf().onOneSided;
-    }
+    if (this.#remoteOps !== null) return this.#remoteOps;
+    this.#remoteOps = new RemoteOps(this.#coreOf());
+    this.#oneSided = this.#coreOf().onOneSided;
     return this.#remoteOps;
   }
 
@@ -585,7 +587,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const closed = () => err ??= new ClosedError("RdmaConn");
     this.#waiters.rejectAll(closed);
     this.#writeLock.rejectAll(closed);
-    this.#channelWait.resolveAll(); // the pump sees the connection closed and stops
+    this.#stopSleeping(); // the busy pump sees the connection closed and stops
     this.#keepalive?.stop();
     this.#released = this.#teardown();
   }
@@ -594,7 +596,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     const deadline = now() + this.#linger;
     const e = this.#e;
     try {
-      while (this.#pumping) await this.#channelWait.add(); // the pump ends at its next step
+      while (this.#pumping) await this.#teardownWait.add(); // the pump ends at its next step
       this.#progress();
       // after the connection manager's DISCONNECTED nobody answers: no goodbye to send
       if (e.connected && (this.#cmGone || !this.#id.connected)) e.reset();
@@ -623,21 +625,18 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.#release();
   }
 
-  /** One completion wait of the teardown (the pump has stopped): arm, drain, wait. */
+  /** One completion wait of the teardown (nothing else waits): arm, drain, wait. */
   async #step(deadline: number): Promise<void> {
     const left = deadline - now();
     if (left <= 0) throw new ClosedError("RdmaConn (linger time over)");
     if (this.#armAndDrain() > 0) return;
-    await this.#channelWait.add({ timeout: left }, undefined, "RdmaConn linger");
+    await this.#teardownWait.add({ timeout: left }, undefined, "RdmaConn linger");
     this.#progress();
   }
 
   // ---------------------------------------------------------------- progress and waiting
 
-  /**
-   * Polls the CQ (up to `tries` polls while nothing arrives) and feeds what it returned to the
-   * engine; returns the count.
-   */
+  /** Polls the CQ (up to `tries` times while empty), feeds the engine; returns the count. */
   #progress(tries = 1): number {
     let n: number;
     try {
@@ -650,8 +649,8 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     return n;
   }
 
-  /** True when an operation waiting for `want` can go on (or will never be able to). */
-  #ready(want: Want | (() => boolean)): boolean {
+  /** True when an operation waiting for `want` can go on (or never will be able to). */
+  #ready(want: Want): boolean {
     if (typeof want === "function") return want();
     const e = this.#e;
     switch (want) {
@@ -671,7 +670,7 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
    * learnt or fixed budget of `"adaptive"`, one slice of `"busy"`, nothing for `"event"`.
    * Returns whether it can; nothing but polls and a clock read every few passes happens meanwhile.
    */
-  #spin(want: Want | (() => boolean)): boolean {
+  #spin(want: Want): boolean {
     const s = this.#strategy;
     if (s === "event") return false;
     const learns = s === "adaptive" && !this.#budget.fixed;
@@ -702,62 +701,82 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     this.#budget.waited();
   }
 
-  /** Waits until the pump sees progress (or the connection ends). */
+  /** Waits until the connection's progress (or its end) wakes the waiting operations. */
   #wait(options: IoOptions | undefined): Promise<void> {
     const p = this.#waiters.add(options, undefined, "RdmaConn");
     if (options && (options.signal || options.timeout !== undefined)) {
       p.then(noop, this.#onWaitEnded);
     }
-    if (!this.#pumping) this.#pump();
+    if (this.#strategy !== "busy") this.#sleep();
+    else if (!this.#pumping) this.#pump();
     return p;
   }
 
   /** Arms the CQ unless armed, then drains it (arm -> drain -> wait); returns what it polled. */
   #armAndDrain(): number {
-    if (!this.#armed) {
-      this.#cq.requestNotify();
-      this.#armed = true;
+    try {
+      if (!this.#cq.armed) this.#cq.requestNotify();
+    } catch (err) {
+      this.#failWith(err as Error);
+      return 0;
     }
     return this.#progress();
   }
 
-  /**
-   * Runs while operations wait: takes completions (busy: in slices between event-loop turns;
-   * otherwise arm -> drain -> wait for the completion channel), feeds them to the engine and wakes
-   * the waiting operations, which check again. Stops when nobody waits.
-   */
+  /** While operations wait and it is awake: arm and drain the CQ; sleep when it finds nothing. */
+  #sleep(): void {
+    while (!this.#sleeping && this.#waiters.size > 0 && !this.closed) {
+      if (!this.#settled()) return;
+      if (this.#armAndDrain() === 0 && this.#waiters.size > 0) {
+        this.#sleeping = true;
+        this.#hold.ref();
+      }
+    }
+  }
+
+  /** The CQ's event or the CM's end came: drain the CQ, sleep again if operations still wait. */
+  #wake(): void {
+    if (!this.#stopSleeping() || this.closed) return;
+    this.#budget.woke();
+    this.#progress();
+    this.#sleep();
+  }
+
+  /** Ends a sleep (its hold on the poller); returns whether the connection was asleep. */
+  #stopSleeping(): boolean {
+    const was = this.#sleeping;
+    if (was) this.#hold.unref();
+    this.#sleeping = false;
+    return was;
+  }
+
+  /** Lets waiting operations see an ended connection; returns whether their waits go on. */
+  #settled(): boolean {
+    if (this.#cmGone) {
+      if (this.#e.connected) this.#settleDisconnect();
+      this.#waiters.resolveAll();
+    }
+    if (this.#e.connected) return true;
+    this.#waiters.resolveAll(); // nothing more will complete for them
+    return false;
+  }
+
+  /** `"busy"`: while operations wait, polls the CQ in slices between event-loop turns. */
   async #pump(): Promise<void> {
     this.#pumping = true;
     try {
-      while (this.#waiters.size > 0 && !this.closed) {
-        if (this.#cmGone && this.#e.connected) this.#settleDisconnect();
-        if (!this.#e.connected) {
-          // nothing more will complete for the waits: let them see the final state
-          this.#waiters.resolveAll();
-          break;
-        }
-        let n: number;
-        if (this.#strategy === "busy") {
-          if (COUNTING) costs.yields++;
-          await yieldToLoop();
-          const end = now() + this.#slice / 1000;
-          n = this.#progress(SPIN_CLOCK_EVERY);
-          while (n === 0 && now() < end) n = this.#progress(SPIN_CLOCK_EVERY);
-        } else {
-          n = this.#armAndDrain();
-          if (n === 0) {
-            await this.#channelWait.add();
-            this.#budget.woke();
-            n = this.#progress();
-          }
-        }
-        if (this.#cmGone) this.#waiters.resolveAll();
+      while (this.#waiters.size > 0 && !this.closed && this.#settled()) {
+        if (COUNTING) costs.yields++;
+        await yieldToLoop();
+        const end = now() + this.#slice / 1000;
+        let n = this.#progress(SPIN_CLOCK_EVERY);
+        while (n === 0 && now() < end) n = this.#progress(SPIN_CLOCK_EVERY);
       }
     } catch (err) {
       this.#failWith(err as Error);
     } finally {
       this.#pumping = false;
-      if (this.closed) this.#channelWait.resolveAll(); // the teardown waits for the pump
+      if (this.closed) this.#teardownWait.resolveAll(); // the teardown waits for the pump
     }
   }
 
@@ -769,19 +788,8 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
   #settleDisconnect(): void {
     for (let n = this.#progress(); n > 0; n = this.#progress());
     if (this.#e.connected) {
-      this.#e.reset();
-      this.#cause ??= new CmEventError(
-        "RdmaConn",
-        CmEventType.DISCONNECTED,
-        "RDMA_CM_EVENT_DISCONNECTED",
-        0,
-        null,
-      );
-      try {
-        this.#t.qp.toError();
-      } catch {
-        // already in error
-      }
+      const type = CmEventType.DISCONNECTED;
+      this.#failWith(new CmEventError("RdmaConn", type, "RDMA_CM_EVENT_DISCONNECTED", 0, null));
     }
     this.#waiters.resolveAll();
   }

@@ -1,7 +1,8 @@
 /**
  * Completion channels: a non-blocking fd that signals armed CQs. `getEvent()`
  * returns the CQ that fired, or null when nothing is pending; events are acked in
- * batches and flushed before a CQ is destroyed.
+ * batches and flushed before a CQ is destroyed. The channel counts its armed CQs
+ * (`armedCqs`).
  *
  * @module
  */
@@ -18,6 +19,9 @@ import { type CompletionQueue, noteCqEvent } from "./cq.ts";
 import type { Context } from "./context.ts";
 import { contextObjects, objectAt } from "./_objects.ts";
 
+/** Counts one of `channel`'s CQs armed (+1) or no longer (-1) (module-private: CQs call it). */
+export let countArmed: (channel: CompletionChannel, delta: 1 | -1) => void;
+
 /** A completion channel (`ibv_create_comp_channel`) with its fd set O_NONBLOCK. */
 export class CompletionChannel extends NativeResource {
   /** The `struct ibv_comp_channel *`. */
@@ -30,6 +34,13 @@ export class CompletionChannel extends NativeResource {
   ackBatch = 16;
   readonly #box: NativeBlock;
   readonly #contextOut: NativePointer;
+  #armedCqs = 0;
+
+  static {
+    countArmed = (channel, delta) => {
+      channel.#armedCqs += delta;
+    };
+  }
 
   /** Not for direct use: `context.createCompChannel()` makes one. */
   constructor(context: Context, token: symbol) {
@@ -51,8 +62,19 @@ export class CompletionChannel extends NativeResource {
   }
 
   /**
+   * How many of the channel's CQs are armed (`requestNotify` called and their event not read
+   * yet). Each signals once, so where a CQ is armed again only after its event was read (the
+   * stream connections' CQs), 0 means no event is pending and a reader need not read again to
+   * find EAGAIN. A CQ armed again while its event is unread may signal twice: read until EAGAIN.
+   */
+  get armedCqs(): number {
+    return this.#armedCqs;
+  }
+
+  /**
    * Reads one CQ event: the CQ that was signalled, or null when none is pending
-   * (EAGAIN). The event is counted for batched acking. Re-arm the CQ, then drain it.
+   * (EAGAIN). The event is counted for batched acking and the CQ is no longer armed. Re-arm
+   * the CQ, then drain it.
    */
   getEvent(): CompletionQueue | null {
     this.assertOpen();

@@ -23,7 +23,7 @@ import { Errno } from "../types/errno.ts";
 import { NativeBlock } from "../ffi/memory.ts";
 import { checkConstruct, checkResource, CONSTRUCT, NativeResource } from "../ffi/resource.ts";
 import { WorkCompletion } from "./wc.ts";
-import type { CompletionChannel } from "./channel.ts";
+import { type CompletionChannel, countArmed } from "./channel.ts";
 import type { Context } from "./context.ts";
 import { forgetObject, rememberObject } from "./_objects.ts";
 import type { RecvWr, SendWr } from "./wr.ts";
@@ -92,6 +92,8 @@ export interface CqHandle {
 class CqLinks {
   readonly targets = new Map<number, CompletionTarget>();
   unacked = 0;
+  /** Armed (`requestNotify`) and its event not read yet. */
+  armed = false;
   pump: CompletionPump | null = null;
   tags = 0n;
   readonly #cq: CompletionQueue;
@@ -284,6 +286,16 @@ export class CompletionQueue extends NativeResource {
     if (!this.channel) throw new InvalidArgumentError("requestNotify: the CQ has no channel");
     const rc = (solicitedOnly ? this.#solicitedCall() : this.#notify).call();
     if (rc !== 0) throwReturned("ibv_req_notify_cq", rc);
+    const links = this.#links;
+    if (!links.armed) {
+      links.armed = true;
+      countArmed(this.channel, 1);
+    }
+  }
+
+  /** True from {@link CompletionQueue.requestNotify} until the channel reads the CQ's event. */
+  get armed(): boolean {
+    return this.#links.armed;
   }
 
   /** Resizes the CQ to at least `cqe` entries. */
@@ -321,6 +333,7 @@ export class CompletionQueue extends NativeResource {
     const rc = n.ibverbs.ibv_destroy_cq(this.ptr);
     this.#wcs.free();
     if (rc !== 0) throwReturned("ibv_destroy_cq", rc);
+    disarm(this); // its event, if one was pending, went with it
   }
 }
 
@@ -347,9 +360,20 @@ export function settleClosedQp(cq: CompletionQueue, qpNum: number): void {
   linksOf(cq).pump?.tracker.rejectQp(qpNum, new ClosedError("QueuePair"));
 }
 
-/** Counts one CQ event; acks in batches of `batch` (module-private: the channel calls it). */
+/**
+ * Counts one CQ event, after which the CQ is no longer armed; acks in batches of `batch`
+ * (module-private: the channel calls it).
+ */
 export function noteCqEvent(cq: CompletionQueue, batch: number): void {
+  disarm(cq);
   if (++linksOf(cq).unacked >= batch) cq.ackEvents();
+}
+
+function disarm(cq: CompletionQueue): void {
+  const links = linksOf(cq);
+  if (!links.armed) return;
+  links.armed = false;
+  countArmed(cq.channel!, -1);
 }
 
 /**

@@ -309,7 +309,7 @@ deviceTest(
 );
 
 deviceTest(
-  "poller: CQs sharing a channel each get their wake-up, whether their events come together or apart",
+  "poller: CQs sharing a channel each get their wake-up; the channel counts its armed CQs",
   async (env) => {
     using r = rig(env);
     const { ctx, pd } = r;
@@ -334,6 +334,7 @@ deviceTest(
         awaitCompletions(cq, { strategy: "event", timeout: 10_000 })
       );
       await sleep(1);
+      assert.equal(channel.armedCqs, 2, "both CQs armed while their waits sleep");
       // both events may be on the channel at one wake-up, or one after the other
       if (i % 2 === 0) {
         write(a, i, bufA, bufB);
@@ -346,7 +347,16 @@ deviceTest(
       assert.deepEqual(await Promise.all(waits), [1, 1]);
       assert.equal(cqA.completion(0).wrId, BigInt(i));
       assert.equal(cqB.completion(0).wrId, BigInt(i));
+      // a wait that woke arms again before it drains: the count is the CQs armed now
+      assert.equal(channel.armedCqs, [cqA, cqB].filter((c) => c.armed).length);
     }
+    for (const cq of [cqA, cqB, cqB]) cq.requestNotify();
+    cqB.requestNotify(true);
+    assert.equal(channel.armedCqs, 2, "arming an armed CQ counts once");
+    a.close();
+    closeCq(cqA);
+    assert.equal(cqA.armed, false);
+    assert.equal(channel.armedCqs, 1, "a CQ destroyed while armed is no longer counted");
   },
 );
 

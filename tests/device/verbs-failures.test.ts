@@ -173,6 +173,7 @@ deviceTest("verbs: solicited-only notification wakes only on a SOLICITED send", 
   const dst = f.pd.allocBuffer(64);
   b.postRecv([{ wrId: 1, sg: [{ mr: dst }] }, { wrId: 2, sg: [{ mr: dst }] }]);
   rcq.requestNotify(true);
+  assert.equal(ch.armedCqs, 1);
   a.postSend({ wrId: 10, sg: [{ mr: src, length: 4 }] });
   waitWc(f.cq, 1); // the send completed, so the receive is there too
   await new Promise((r) => setTimeout(r, 100));
@@ -190,6 +191,8 @@ deviceTest("verbs: solicited-only notification wakes only on a SOLICITED send", 
   }
   assert.equal(fired, rcq);
   assert.equal(rcq.unackedEvents, 1);
+  assert.equal(rcq.armed, false, "the event read disarmed the CQ");
+  assert.equal(ch.armedCqs, 0, "no armed CQ is left to signal");
   const wcs = waitWc(rcq, 2);
   assert.deepEqual(wcs.map((w) => w.wrId), [1n, 2n]);
   // destroying a CQ with an un-acked event works: the library acks it first
