@@ -750,7 +750,10 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
     return was;
   }
 
-  /** Lets waiting operations see an ended connection; returns whether their waits go on. */
+  /**
+   * Settles a connection the CM saw end and lets the waiting operations see it; returns whether
+   * their waits go on.
+   */
   #settled(): boolean {
     if (this.#cmGone) {
       if (this.#e.connected) this.#settleDisconnect();
@@ -791,7 +794,6 @@ export class RdmaConn extends NativeResource implements AsyncDisposable {
       const type = CmEventType.DISCONNECTED;
       this.#failWith(new CmEventError("RdmaConn", type, "RDMA_CM_EVENT_DISCONNECTED", 0, null));
     }
-    this.#waiters.resolveAll();
   }
 
   /** Feeds `n` polled completions to the engine, then re-posts receives and grants credits. */
