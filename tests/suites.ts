@@ -66,6 +66,7 @@ export const DEVICE_SUITES: Readonly<Record<string, Suite>> = {
   "tests/device/stream.test.ts": IWARP,
   "tests/device/stream-conn.test.ts": IWARP,
   "tests/device/stream-iomap.test.ts": IWARP,
+  "tests/device/stream-strategies.test.ts": IWARP,
   "tests/device/verbs-async.test.ts": RC_ONLY,
   "tests/device/verbs-basic.test.ts": RC_ONLY,
   "tests/device/verbs-context.test.ts": IWARP,

@@ -1,0 +1,256 @@
+/**
+ * Stream connections in each waiting strategy, both ends in this process, on a real device. A
+ * blocked read or write waits by the connection's `strategy`: `"adaptive"` (the default) spins
+ * for a learnt budget and then sleeps, `"event"` sleeps at once (the connection arms its CQ and is
+ * woken by the CQ's event on the shared completion channel), `"busy"` polls in slices between
+ * event-loop turns and never sleeps. For each, and for two ends in different strategies:
+ *
+ * - 300 round trips of 64 B, every byte checked;
+ * - 1 MiB each way at once in writes of random size, SHA-256 compared;
+ * - a writer 512 KiB ahead of a reader that starts late (the writes block on credits, then go on);
+ * - `closeWrite()` → the peer reads the end; `close()` → `released`; the census of native
+ *   objects back where it was before the connections.
+ *
+ * And with `"event"`: eight connections at once on the one shared channel, each its own
+ * ping-pong; a read that nothing answers times out with `AbortedError` and the connection then
+ * works on; a read pending when the peer closes resolves with the end; a read pending when this
+ * side closes rejects with `ClosedError`.
+ *
+ * Sizes are the same in CI and elsewhere: a few seconds per strategy in the emulated guest.
+ */
+
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { type DeviceEnv, deviceTest } from "../harness.ts";
+import {
+  AbortedError,
+  ClosedError,
+  connect,
+  listen,
+  type NativeCensus,
+  nativeCensus,
+  type RdmaConn,
+  type StreamOptions,
+} from "../lib.ts";
+
+type Strategy = NonNullable<StreamOptions["strategy"]>;
+
+const TIMEOUT = 120_000;
+
+/** A connected pair: the client in `client` strategy, the accepted end in `server`'s. */
+async function pair(
+  env: DeviceEnv,
+  client: Strategy,
+  server: Strategy,
+): Promise<[RdmaConn, RdmaConn]> {
+  const listener = listen({ hostname: env.address, port: 0, strategy: server });
+  try {
+    const accepted = listener.accept({ timeout: 30_000 });
+    const c = await connect({
+      hostname: env.address,
+      port: listener.addr.port,
+      strategy: client,
+      timeout: 30_000,
+    });
+    return [c, await accepted];
+  } finally {
+    listener.close();
+  }
+}
+
+/** Closes both ends and waits until their native side is released. */
+async function closeBoth(a: RdmaConn, b: RdmaConn): Promise<void> {
+  a.close();
+  b.close();
+  await Promise.all([a.released, b.released]);
+}
+
+/** The counts that differ between two censuses. */
+function changed(a: NativeCensus, b: NativeCensus): Record<string, [number, number]> {
+  const out: Record<string, [number, number]> = {};
+  for (const k of new Set([...Object.keys(a.objects), ...Object.keys(b.objects)])) {
+    if ((a.objects[k] ?? 0) !== (b.objects[k] ?? 0)) {
+      out[k] = [a.objects[k] ?? 0, b.objects[k] ?? 0];
+    }
+  }
+  if (a.blocks !== b.blocks) out.blocks = [a.blocks, b.blocks];
+  if (a.bytes !== b.bytes) out.bytes = [a.bytes, b.bytes];
+  return out;
+}
+
+let warmed = false;
+
+/**
+ * The census before a test's connections. The first stream connection of a process makes what
+ * lives as long as the process (the poller, function pointers): one connection is made and
+ * closed first, once.
+ */
+async function censusBefore(env: DeviceEnv): Promise<NativeCensus> {
+  if (!warmed) {
+    const [a, b] = await pair(env, "adaptive", "adaptive");
+    await a.write(new Uint8Array([1]));
+    assert.equal(await b.read(new Uint8Array(1)), 1);
+    await closeBoth(a, b);
+    warmed = true;
+  }
+  return nativeCensus();
+}
+
+/** Reads exactly `p.length` bytes (the end of the stream before that fails). */
+async function readFull(conn: RdmaConn, p: Uint8Array): Promise<void> {
+  assert.equal(await conn.read(p, { min: p.length, timeout: 30_000 }), p.length);
+}
+
+/** `n` round trips of 64 B from `a` to `b` and back, the bytes of each checked. */
+async function pingPong(a: RdmaConn, b: RdmaConn, n: number, seed: number): Promise<void> {
+  const out = new Uint8Array(64);
+  const got = new Uint8Array(64);
+  const back = new Uint8Array(64);
+  const echo = (async () => {
+    for (let i = 0; i < n; i++) {
+      await readFull(b, got);
+      await b.write(got);
+    }
+  })();
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < 64; j++) out[j] = (seed + i * 7 + j) & 0xff;
+    await a.write(out);
+    await readFull(a, back);
+    assert.deepEqual(back, out, `round trip ${i}`);
+  }
+  await echo;
+}
+
+/** Deterministic bytes (xorshift). */
+function bytes(n: number, seed: number): Uint8Array {
+  const out = new Uint8Array(n);
+  let x = seed | 1;
+  for (let i = 0; i < n; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    out[i] = x & 0xff;
+  }
+  return out;
+}
+
+const sha = (p: Uint8Array) => createHash("sha256").update(p).digest("hex");
+
+/** Writes `data` in writes of 1 B - 64 KiB (sizes from `seed`). */
+async function writeAll(conn: RdmaConn, data: Uint8Array, seed: number): Promise<void> {
+  let x = seed | 1;
+  for (let off = 0; off < data.length;) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    const len = Math.min(data.length - off, 1 + (x >>> 8) % 65536);
+    assert.equal(await conn.write(data.subarray(off, off + len), { timeout: 30_000 }), len);
+    off += len;
+  }
+}
+
+/** Reads `n` bytes in reads of up to 16 KiB; their SHA-256. */
+async function readAll(conn: RdmaConn, n: number): Promise<string> {
+  const h = createHash("sha256");
+  const buf = new Uint8Array(16384);
+  for (let left = n; left > 0;) {
+    const got = await conn.read(buf.subarray(0, Math.min(left, buf.length)), { timeout: 30_000 });
+    assert.ok(got !== null && got > 0, `the stream ended ${left} bytes early`);
+    h.update(buf.subarray(0, got));
+    left -= got;
+  }
+  return h.digest("hex");
+}
+
+const PAIRS: [Strategy, Strategy][] = [
+  ["adaptive", "adaptive"],
+  ["event", "event"],
+  ["busy", "busy"],
+  ["event", "busy"],
+];
+
+for (const [client, server] of PAIRS) {
+  deviceTest(
+    `stream strategies: ${client} ↔ ${server}: ping-pong, both ways at once, a late reader, the end, the census`,
+    async (env) => {
+      const before = await censusBefore(env);
+      const [a, b] = await pair(env, client, server);
+      await pingPong(a, b, 300, 3);
+      await pingPong(b, a, 300, 5);
+
+      const MiB = 1 << 20;
+      const ab = bytes(MiB, 11);
+      const ba = bytes(MiB, 13);
+      const [, , abSum, baSum] = await Promise.all([
+        writeAll(a, ab, 17),
+        writeAll(b, ba, 19),
+        readAll(b, MiB),
+        readAll(a, MiB),
+      ]);
+      assert.equal(abSum, sha(ab), "client → server");
+      assert.equal(baSum, sha(ba), "server → client");
+
+      // the writer runs ahead of both rings and blocks until the reader, 100 ms late, drains
+      const ahead = bytes(512 * 1024, 23);
+      const writing = writeAll(a, ahead, 29);
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(await readAll(b, ahead.length), sha(ahead), "after the late reader");
+      await writing;
+
+      await a.closeWrite();
+      assert.equal(await b.read(new Uint8Array(8), { timeout: 30_000 }), null, "the end");
+      await b.closeWrite();
+      assert.equal(await a.read(new Uint8Array(8), { timeout: 30_000 }), null, "the end back");
+      await closeBoth(a, b);
+      assert.deepEqual(changed(before, nativeCensus()), {}, "the census is back");
+    },
+    { timeout: TIMEOUT },
+  );
+}
+
+deviceTest(
+  "stream strategies: event: eight connections at once on the shared channel, each its own ping-pong",
+  async (env) => {
+    const before = await censusBefore(env);
+    const pairs: [RdmaConn, RdmaConn][] = [];
+    for (let i = 0; i < 8; i++) pairs.push(await pair(env, "event", "event"));
+    await Promise.all(pairs.map(([a, b], i) => pingPong(a, b, 100, 31 * i)));
+    // and again with every other pair idle meanwhile
+    await Promise.all(
+      pairs.filter((_, i) => i % 2 === 0).map(([a, b], i) => pingPong(b, a, 100, i)),
+    );
+    await Promise.all(pairs.map(([a, b]) => closeBoth(a, b)));
+    assert.deepEqual(changed(before, nativeCensus()), {}, "the census is back");
+  },
+  { timeout: TIMEOUT },
+);
+
+deviceTest(
+  "stream strategies: event: a timed-out read, then a read ended by the peer and one by this side's close",
+  async (env) => {
+    const before = await censusBefore(env);
+    const [a, b] = await pair(env, "event", "event");
+    const t0 = performance.now();
+    await assert.rejects(a.read(new Uint8Array(8), { timeout: 100 }), AbortedError);
+    const waited = performance.now() - t0;
+    assert.ok(waited >= 90 && waited < 20_000, `the timeout ended the wait (${waited} ms)`);
+    // the connection sleeps and wakes as before
+    await pingPong(a, b, 20, 41);
+
+    // pending when the peer closes: the end
+    const pending = a.read(new Uint8Array(8), { timeout: 30_000 });
+    await new Promise((r) => setTimeout(r, 50));
+    b.close();
+    assert.equal(await pending, null);
+    await b.released;
+
+    // pending when this side closes: ClosedError
+    const [c, d] = await pair(env, "event", "event");
+    const mine = c.read(new Uint8Array(8), { timeout: 30_000 });
+    await new Promise((r) => setTimeout(r, 50));
+    c.close();
+    await assert.rejects(mine, ClosedError);
+    await closeBoth(c, d);
+    await closeBoth(a, b);
+    assert.deepEqual(changed(before, nativeCensus()), {}, "the census is back");
+  },
+  { timeout: TIMEOUT },
+);
