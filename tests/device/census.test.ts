@@ -35,23 +35,11 @@ import {
 } from "../lib.ts";
 import { Endpoint } from "./peers/endpoint.ts";
 import { MpaRetries } from "./siw-mpa.ts";
-import { openFds } from "./peers/session.ts";
+import { censusChanges, openFds } from "./peers/session.ts";
 
 const CYCLES = Number(process.env.RDMA_CENSUS_CYCLES ?? 100);
 const enc = new TextEncoder();
 const dec = new TextDecoder();
-
-/** The kinds whose count differs between two censuses, with both counts. */
-function changed(a: NativeCensus, b: NativeCensus): Record<string, [number, number]> {
-  const out: Record<string, [number, number]> = {};
-  for (const k of new Set([...Object.keys(a.objects), ...Object.keys(b.objects)])) {
-    const x = a.objects[k] ?? 0, y = b.objects[k] ?? 0;
-    if (x !== y) out[k] = [x, y];
-  }
-  if (a.blocks !== b.blocks) out.blocks = [a.blocks, b.blocks];
-  if (a.bytes !== b.bytes) out.bytes = [a.bytes, b.bytes];
-  return out;
-}
 
 /** Accepts one stream connection and echoes it until its end, then closes it. */
 async function echoOne(listener: RdmaListener): Promise<void> {
@@ -95,7 +83,7 @@ async function censusOver(
       })`,
     );
   }
-  assert.deepEqual(changed(start!, end), {}, `${what}: the census is back to its start`);
+  assert.deepEqual(censusChanges(start!, end), {}, `${what}: the census is back to its start`);
 }
 
 deviceTest(

@@ -6,7 +6,7 @@
  * event-loop turns and never sleeps. For each, and for two ends in different strategies:
  *
  * - 300 round trips of 64 B, every byte checked;
- * - 1 MiB each way at once in writes of random size, SHA-256 compared;
+ * - 1 MiB each way at once in writes of random size, checksums compared;
  * - a writer 512 KiB ahead of a reader that starts late (the writes block on credits, then go on);
  * - `closeWrite()` → the peer reads the end; `close()` → `released`; the census of native
  *   objects back where it was before the connections.
@@ -20,7 +20,6 @@
  */
 
 import assert from "node:assert/strict";
-import { createHash } from "node:crypto";
 import { type DeviceEnv, deviceTest } from "../harness.ts";
 import {
   AbortedError,
@@ -32,6 +31,8 @@ import {
   type RdmaConn,
   type StreamOptions,
 } from "../lib.ts";
+import { censusChanges } from "./peers/session.ts";
+import { Checksum, prng } from "./peers/stream-data.ts";
 
 type Strategy = NonNullable<StreamOptions["strategy"]>;
 
@@ -63,19 +64,6 @@ async function closeBoth(a: RdmaConn, b: RdmaConn): Promise<void> {
   a.close();
   b.close();
   await Promise.all([a.released, b.released]);
-}
-
-/** The counts that differ between two censuses. */
-function changed(a: NativeCensus, b: NativeCensus): Record<string, [number, number]> {
-  const out: Record<string, [number, number]> = {};
-  for (const k of new Set([...Object.keys(a.objects), ...Object.keys(b.objects)])) {
-    if ((a.objects[k] ?? 0) !== (b.objects[k] ?? 0)) {
-      out[k] = [a.objects[k] ?? 0, b.objects[k] ?? 0];
-    }
-  }
-  if (a.blocks !== b.blocks) out.blocks = [a.blocks, b.blocks];
-  if (a.bytes !== b.bytes) out.bytes = [a.bytes, b.bytes];
-  return out;
 }
 
 let warmed = false;
@@ -121,43 +109,42 @@ async function pingPong(a: RdmaConn, b: RdmaConn, n: number, seed: number): Prom
   await echo;
 }
 
-/** Deterministic bytes (xorshift). */
+/** `n` reproducible random bytes. */
 function bytes(n: number, seed: number): Uint8Array {
+  const rand = prng(seed);
   const out = new Uint8Array(n);
-  let x = seed | 1;
-  for (let i = 0; i < n; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    out[i] = x & 0xff;
-  }
+  for (let i = 0; i < n; i++) out[i] = rand() * 256;
   return out;
 }
 
-const sha = (p: Uint8Array) => createHash("sha256").update(p).digest("hex");
+/** The checksum of `data`. */
+function checksum(data: Uint8Array): number {
+  const sum = new Checksum();
+  sum.update(data, data.length);
+  return sum.value;
+}
 
 /** Writes `data` in writes of 1 B - 64 KiB (sizes from `seed`). */
 async function writeAll(conn: RdmaConn, data: Uint8Array, seed: number): Promise<void> {
-  let x = seed | 1;
+  const rand = prng(seed);
   for (let off = 0; off < data.length;) {
-    x = (x * 1103515245 + 12345) >>> 0;
-    const len = Math.min(data.length - off, 1 + (x >>> 8) % 65536);
+    const len = Math.min(data.length - off, 1 + Math.floor(rand() * 65536));
     assert.equal(await conn.write(data.subarray(off, off + len), { timeout: 30_000 }), len);
     off += len;
   }
 }
 
-/** Reads `n` bytes in reads of up to 16 KiB; their SHA-256. */
-async function readAll(conn: RdmaConn, n: number): Promise<string> {
-  const h = createHash("sha256");
+/** Reads `n` bytes in reads of up to 16 KiB; their checksum. */
+async function readAll(conn: RdmaConn, n: number): Promise<number> {
+  const sum = new Checksum();
   const buf = new Uint8Array(16384);
   for (let left = n; left > 0;) {
     const got = await conn.read(buf.subarray(0, Math.min(left, buf.length)), { timeout: 30_000 });
     assert.ok(got !== null && got > 0, `the stream ended ${left} bytes early`);
-    h.update(buf.subarray(0, got));
+    sum.update(buf, got);
     left -= got;
   }
-  return h.digest("hex");
+  return sum.value;
 }
 
 const PAIRS: [Strategy, Strategy][] = [
@@ -185,14 +172,14 @@ for (const [client, server] of PAIRS) {
         readAll(b, MiB),
         readAll(a, MiB),
       ]);
-      assert.equal(abSum, sha(ab), "client → server");
-      assert.equal(baSum, sha(ba), "server → client");
+      assert.equal(abSum, checksum(ab), "client → server");
+      assert.equal(baSum, checksum(ba), "server → client");
 
       // the writer runs ahead of both rings and blocks until the reader, 100 ms late, drains
       const ahead = bytes(512 * 1024, 23);
       const writing = writeAll(a, ahead, 29);
       await new Promise((r) => setTimeout(r, 100));
-      assert.equal(await readAll(b, ahead.length), sha(ahead), "after the late reader");
+      assert.equal(await readAll(b, ahead.length), checksum(ahead), "after the late reader");
       await writing;
 
       await a.closeWrite();
@@ -200,7 +187,7 @@ for (const [client, server] of PAIRS) {
       await b.closeWrite();
       assert.equal(await a.read(new Uint8Array(8), { timeout: 30_000 }), null, "the end back");
       await closeBoth(a, b);
-      assert.deepEqual(changed(before, nativeCensus()), {}, "the census is back");
+      assert.deepEqual(censusChanges(before, nativeCensus()), {}, "the census is back");
     },
     { timeout: TIMEOUT },
   );
@@ -218,7 +205,7 @@ deviceTest(
       pairs.filter((_, i) => i % 2 === 0).map(([a, b], i) => pingPong(b, a, 100, i)),
     );
     await Promise.all(pairs.map(([a, b]) => closeBoth(a, b)));
-    assert.deepEqual(changed(before, nativeCensus()), {}, "the census is back");
+    assert.deepEqual(censusChanges(before, nativeCensus()), {}, "the census is back");
   },
   { timeout: TIMEOUT },
 );
@@ -250,7 +237,7 @@ deviceTest(
     await assert.rejects(mine, ClosedError);
     await closeBoth(c, d);
     await closeBoth(a, b);
-    assert.deepEqual(changed(before, nativeCensus()), {}, "the census is back");
+    assert.deepEqual(censusChanges(before, nativeCensus()), {}, "the census is back");
   },
   { timeout: TIMEOUT },
 );

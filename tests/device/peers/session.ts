@@ -1,11 +1,12 @@
 /**
  * The client side of the RC echo sessions the cm and fault tests run against
- * `cm-rc-server.ts`, and the process measurements they report (open fds, RSS, JS heap).
+ * `cm-rc-server.ts`, and the process measurements they report (open fds, RSS, JS heap, what
+ * changed between two censuses of native objects).
  */
 
 import assert from "node:assert/strict";
 import process from "node:process";
-import { cmConnect, native, QpState } from "../../lib.ts";
+import { cmConnect, native, type NativeCensus, QpState } from "../../lib.ts";
 import { Endpoint } from "./endpoint.ts";
 import { text } from "./spawn.ts";
 
@@ -17,6 +18,18 @@ export function openFds(): number {
   let count = 0;
   for (let fd = 0; fd < 4096; fd++) if (libc.fcntl(fd, 1, /* F_GETFD */ 0) >= 0) count++;
   return count;
+}
+
+/** The kinds (and `blocks`, `bytes`) whose count differs between two censuses, with both counts. */
+export function censusChanges(a: NativeCensus, b: NativeCensus): Record<string, [number, number]> {
+  const out: Record<string, [number, number]> = {};
+  for (const k of new Set([...Object.keys(a.objects), ...Object.keys(b.objects)])) {
+    const x = a.objects[k] ?? 0, y = b.objects[k] ?? 0;
+    if (x !== y) out[k] = [x, y];
+  }
+  if (a.blocks !== b.blocks) out.blocks = [a.blocks, b.blocks];
+  if (a.bytes !== b.bytes) out.bytes = [a.bytes, b.bytes];
+  return out;
 }
 
 /** Resident set size of this process in bytes. */
