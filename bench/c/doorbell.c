@@ -59,17 +59,19 @@ static double quantile(double q) {
   return max_us;
 }
 
+/* user + system CPU time in ms */
+static double cpu_ms(const struct rusage *r) {
+  return (r->ru_utime.tv_sec + r->ru_stime.tv_sec) * 1e3 +
+         (r->ru_utime.tv_usec + r->ru_stime.tv_usec) / 1e3;
+}
+
 static void report(void) {
   if (count == 0) return;
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  double ms = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec - base.ru_utime.tv_sec - base.ru_stime.tv_sec) *
-                1e3 +
-              (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec - base.ru_utime.tv_usec -
-               base.ru_stime.tv_usec) / 1e3;
   fprintf(stderr, "doorbell %d %ld %.1f %.1f %.1f %.0f %ld %ld %.0f %.0f\n", getpid(), count,
           quantile(0.25), quantile(0.5), quantile(0.75), max_us, ru.ru_nvcsw - base.ru_nvcsw,
-          ru.ru_nivcsw - base.ru_nivcsw, total, ms);
+          ru.ru_nivcsw - base.ru_nivcsw, total, cpu_ms(&ru) - cpu_ms(&base));
 }
 
 __attribute__((destructor)) static void at_exit(void) { report(); }

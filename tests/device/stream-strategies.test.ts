@@ -26,7 +26,6 @@ import {
   ClosedError,
   connect,
   listen,
-  type NativeCensus,
   nativeCensus,
   type RdmaConn,
   type StreamOptions,
@@ -69,11 +68,11 @@ async function closeBoth(a: RdmaConn, b: RdmaConn): Promise<void> {
 let warmed = false;
 
 /**
- * The census before a test's connections. The first stream connection of a process makes what
- * lives as long as the process (the poller, function pointers): one connection is made and
- * closed first, once.
+ * Runs `body` and checks that the census of native objects is back where it was before it. The
+ * first stream connection of a process makes what lives as long as the process (the poller,
+ * function pointers): one connection is made and closed first, once.
  */
-async function censusBefore(env: DeviceEnv): Promise<NativeCensus> {
+async function censusKept(env: DeviceEnv, body: () => Promise<void>): Promise<void> {
   if (!warmed) {
     const [a, b] = await pair(env, "adaptive", "adaptive");
     await a.write(new Uint8Array([1]));
@@ -81,7 +80,9 @@ async function censusBefore(env: DeviceEnv): Promise<NativeCensus> {
     await closeBoth(a, b);
     warmed = true;
   }
-  return nativeCensus();
+  const before = nativeCensus();
+  await body();
+  assert.deepEqual(censusChanges(before, nativeCensus()), {}, "the census is back");
 }
 
 /** Reads exactly `p.length` bytes (the end of the stream before that fails). */
@@ -157,87 +158,84 @@ const PAIRS: [Strategy, Strategy][] = [
 for (const [client, server] of PAIRS) {
   deviceTest(
     `stream strategies: ${client} ↔ ${server}: ping-pong, both ways at once, a late reader, the end, the census`,
-    async (env) => {
-      const before = await censusBefore(env);
-      const [a, b] = await pair(env, client, server);
-      await pingPong(a, b, 300, 3);
-      await pingPong(b, a, 300, 5);
+    (env) =>
+      censusKept(env, async () => {
+        const [a, b] = await pair(env, client, server);
+        await pingPong(a, b, 300, 3);
+        await pingPong(b, a, 300, 5);
 
-      const MiB = 1 << 20;
-      const ab = bytes(MiB, 11);
-      const ba = bytes(MiB, 13);
-      const [, , abSum, baSum] = await Promise.all([
-        writeAll(a, ab, 17),
-        writeAll(b, ba, 19),
-        readAll(b, MiB),
-        readAll(a, MiB),
-      ]);
-      assert.equal(abSum, checksum(ab), "client → server");
-      assert.equal(baSum, checksum(ba), "server → client");
+        const MiB = 1 << 20;
+        const ab = bytes(MiB, 11);
+        const ba = bytes(MiB, 13);
+        const [, , abSum, baSum] = await Promise.all([
+          writeAll(a, ab, 17),
+          writeAll(b, ba, 19),
+          readAll(b, MiB),
+          readAll(a, MiB),
+        ]);
+        assert.equal(abSum, checksum(ab), "client → server");
+        assert.equal(baSum, checksum(ba), "server → client");
 
-      // the writer runs ahead of both rings and blocks until the reader, 100 ms late, drains
-      const ahead = bytes(512 * 1024, 23);
-      const writing = writeAll(a, ahead, 29);
-      await new Promise((r) => setTimeout(r, 100));
-      assert.equal(await readAll(b, ahead.length), checksum(ahead), "after the late reader");
-      await writing;
+        // the writer runs ahead of both rings and blocks until the reader, 100 ms late, drains
+        const ahead = bytes(512 * 1024, 23);
+        const writing = writeAll(a, ahead, 29);
+        await new Promise((r) => setTimeout(r, 100));
+        assert.equal(await readAll(b, ahead.length), checksum(ahead), "after the late reader");
+        await writing;
 
-      await a.closeWrite();
-      assert.equal(await b.read(new Uint8Array(8), { timeout: 30_000 }), null, "the end");
-      await b.closeWrite();
-      assert.equal(await a.read(new Uint8Array(8), { timeout: 30_000 }), null, "the end back");
-      await closeBoth(a, b);
-      assert.deepEqual(censusChanges(before, nativeCensus()), {}, "the census is back");
-    },
+        await a.closeWrite();
+        assert.equal(await b.read(new Uint8Array(8), { timeout: 30_000 }), null, "the end");
+        await b.closeWrite();
+        assert.equal(await a.read(new Uint8Array(8), { timeout: 30_000 }), null, "the end back");
+        await closeBoth(a, b);
+      }),
     { timeout: TIMEOUT },
   );
 }
 
 deviceTest(
   "stream strategies: event: eight connections at once on the shared channel, each its own ping-pong",
-  async (env) => {
-    const before = await censusBefore(env);
-    const pairs: [RdmaConn, RdmaConn][] = [];
-    for (let i = 0; i < 8; i++) pairs.push(await pair(env, "event", "event"));
-    await Promise.all(pairs.map(([a, b], i) => pingPong(a, b, 100, 31 * i)));
-    // and again with every other pair idle meanwhile
-    await Promise.all(
-      pairs.filter((_, i) => i % 2 === 0).map(([a, b], i) => pingPong(b, a, 100, i)),
-    );
-    await Promise.all(pairs.map(([a, b]) => closeBoth(a, b)));
-    assert.deepEqual(censusChanges(before, nativeCensus()), {}, "the census is back");
-  },
+  (env) =>
+    censusKept(env, async () => {
+      const pairs: [RdmaConn, RdmaConn][] = [];
+      for (let i = 0; i < 8; i++) pairs.push(await pair(env, "event", "event"));
+      await Promise.all(pairs.map(([a, b], i) => pingPong(a, b, 100, 31 * i)));
+      // and again with every other pair idle meanwhile
+      await Promise.all(
+        pairs.filter((_, i) => i % 2 === 0).map(([a, b], i) => pingPong(b, a, 100, i)),
+      );
+      await Promise.all(pairs.map(([a, b]) => closeBoth(a, b)));
+    }),
   { timeout: TIMEOUT },
 );
 
 deviceTest(
   "stream strategies: event: a timed-out read, then a read ended by the peer and one by this side's close",
-  async (env) => {
-    const before = await censusBefore(env);
-    const [a, b] = await pair(env, "event", "event");
-    const t0 = performance.now();
-    await assert.rejects(a.read(new Uint8Array(8), { timeout: 100 }), AbortedError);
-    const waited = performance.now() - t0;
-    assert.ok(waited >= 90 && waited < 20_000, `the timeout ended the wait (${waited} ms)`);
-    // the connection sleeps and wakes as before
-    await pingPong(a, b, 20, 41);
+  (env) =>
+    censusKept(env, async () => {
+      const [a, b] = await pair(env, "event", "event");
+      const t0 = performance.now();
+      await assert.rejects(a.read(new Uint8Array(8), { timeout: 100 }), AbortedError);
+      const waited = performance.now() - t0;
+      assert.ok(waited >= 90 && waited < 20_000, `the timeout ended the wait (${waited} ms)`);
+      // the connection sleeps and wakes as before
+      await pingPong(a, b, 20, 41);
 
-    // pending when the peer closes: the end
-    const pending = a.read(new Uint8Array(8), { timeout: 30_000 });
-    await new Promise((r) => setTimeout(r, 50));
-    b.close();
-    assert.equal(await pending, null);
-    await b.released;
+      // pending when the peer closes: the end
+      const pending = a.read(new Uint8Array(8), { timeout: 30_000 });
+      await new Promise((r) => setTimeout(r, 50));
+      b.close();
+      assert.equal(await pending, null);
+      await b.released;
 
-    // pending when this side closes: ClosedError
-    const [c, d] = await pair(env, "event", "event");
-    const mine = c.read(new Uint8Array(8), { timeout: 30_000 });
-    await new Promise((r) => setTimeout(r, 50));
-    c.close();
-    await assert.rejects(mine, ClosedError);
-    await closeBoth(c, d);
-    await closeBoth(a, b);
-    assert.deepEqual(censusChanges(before, nativeCensus()), {}, "the census is back");
-  },
+      // pending when this side closes: ClosedError
+      const [c, d] = await pair(env, "event", "event");
+      const mine = c.read(new Uint8Array(8), { timeout: 30_000 });
+      await new Promise((r) => setTimeout(r, 50));
+      c.close();
+      await assert.rejects(mine, ClosedError);
+      await closeBoth(c, d);
+      await closeBoth(a, b);
+    }),
   { timeout: TIMEOUT },
 );
