@@ -16,7 +16,10 @@
  *
  * Runs inside the soft-RoCE guest (scripts/bench boots it once); also on a real RDMA device:
  *
- *   deno run -A bench/compare.ts [--rounds N] [--quick] [--out DIR]
+ *   deno run -A bench/compare.ts [--rounds N] [--quick] [--out DIR] [--only REGEX]
+ *
+ * `--only` runs the rows whose label matches REGEX (e.g. `--only _lat` for the latency rows), prints
+ * their table and writes nothing (no cost accounts): a before/after of a few rows in one boot.
  *
  * Environment: RDMA_DEVICE, RDMA_GID_INDEX, RDMA_GUEST_IP (set by scripts/softroce-vm).
  */
@@ -36,6 +39,7 @@ const { values: opts } = parseArgs({
     quick: { type: "boolean", default: false },
     out: { type: "string", default: join(ROOT, "bench", "results") },
     extra: { type: "string", multiple: true, default: [] },
+    only: { type: "string" },
   },
 });
 const ROUNDS = Math.max(1, Number(opts.rounds));
@@ -114,7 +118,7 @@ const bw = (tool: string, size: number, chart = false): Workload => ({
 /** The workloads of a quick run: the first nine (the others add message sizes). */
 const QUICK_WORKLOADS = 9;
 
-const WORKLOADS: Workload[] = [
+const ALL_WORKLOADS: Workload[] = [
   lat(64, []),
   lat(64, ["-e"]),
   { ...lat(64, [], false), label: "write_lat 64 B", tool: "write_lat" },
@@ -129,6 +133,8 @@ const WORKLOADS: Workload[] = [
     ? []
     : [bw("write_bw", 1024, true), bw("write_bw", 4096, true), bw("write_bw", 16384, true)]),
 ];
+const ONLY = opts.only === undefined ? null : new RegExp(opts.only);
+const WORKLOADS = ONLY === null ? ALL_WORKLOADS : ALL_WORKLOADS.filter((w) => ONLY.test(w.label));
 
 function argv(impl: Impl, tool: string, args: string[]): string[] {
   const file = join(ROOT, "bench", "perftest", `${tool}.ts`);
@@ -417,6 +423,10 @@ function chart(): string {
   return out.join("\n");
 }
 
+if (ONLY !== null) {
+  console.log(lines.join("\n"));
+  process.exit(0);
+}
 const table = [...lines, "", ...await costAccounts()].join("\n");
 console.log(table);
 mkdirSync(opts.out, { recursive: true });

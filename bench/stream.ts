@@ -84,28 +84,29 @@ interface Measured extends Figures {
   warm?: { iterations: number; seconds: number; first: Figures; last: Figures };
 }
 
-/** Minimal byte-stream interface both our streams and TCP sockets are adapted to. */
+/**
+ * The byte stream both our streams and TCP sockets are adapted to. Ours is not wrapped: `write`
+ * and `readFull` return the connection's own promises, as a program calling `read`/`write` gets
+ * them (an `async` layer here cost about 1.3 µs per round trip and side in the guest,
+ * bench/results/2026-11-30-stream-profile-again.md; C `rstream` calls `rsend`/`rrecv` directly).
+ */
 interface Io {
-  write(b: Uint8Array): Promise<void>;
-  readExactly(b: Uint8Array, n: number): Promise<void>;
+  /** Writes all of `b`. */
+  write(b: Uint8Array): Promise<unknown>;
+  /** Fills `b`: resolves with `b.length`, or with fewer (or null) only at the end of the stream. */
+  readFull(b: Uint8Array): Promise<number | null>;
   close(): Promise<void>;
 }
 
 function rdmaIo(c: RdmaConn): Io {
+  let full = { min: 1 }; // rsocket's MSG_WAITALL, one object per length
   return {
-    async write(b) {
-      await c.write(b);
+    write: (b) => c.write(b),
+    readFull(b) {
+      if (full.min !== b.length) full = { min: b.length };
+      return c.read(b, full);
     },
-    async readExactly(b, n) {
-      for (let off = 0; off < n;) {
-        const got = await c.read(b.subarray(off, n));
-        if (got === null) throw new Error("end of stream");
-        off += got;
-      }
-    },
-    async close() {
-      await c[Symbol.asyncDispose]();
-    },
+    close: () => c[Symbol.asyncDispose](),
   };
 }
 
@@ -126,13 +127,16 @@ function tcpIo(sock: net.Socket): Io {
   });
   return {
     write(b) {
-      return new Promise((resolve, reject) => sock.write(b, (e) => (e ? reject(e) : resolve())));
+      return new Promise<void>((resolve, reject) =>
+        sock.write(b, (e) => (e ? reject(e) : resolve()))
+      );
     },
-    async readExactly(b, n) {
+    async readFull(b) {
+      const n = b.length;
       let off = 0;
       while (off < n) {
         while (have === 0) {
-          if (ended) throw new Error("end of stream");
+          if (ended) return off === 0 ? null : off;
           await new Promise<void>((r) => (wake = r));
           wake = null;
         }
@@ -144,6 +148,7 @@ function tcpIo(sock: net.Socket): Io {
         if (take === c.length) chunks.shift();
         else chunks[0] = c.subarray(take);
       }
+      return n;
     },
     close() {
       sock.end();
@@ -160,28 +165,33 @@ function tcpIo(sock: net.Socket): Io {
  */
 async function pattern(io: Io, client: boolean, s: Shape): Promise<Measured | null> {
   const buf = new Uint8Array(Math.max(s.size, 16));
+  const sync = buf.subarray(0, 16);
   if (client) {
-    await io.write(buf.subarray(0, 16));
-    await io.readExactly(buf, 16);
+    await io.write(sync);
+    if (await io.readFull(sync) !== 16) throw new Error("end of stream");
   } else {
-    await io.readExactly(buf, 16);
-    await io.write(buf.subarray(0, 16));
+    if (await io.readFull(sync) !== 16) throw new Error("end of stream");
+    await io.write(sync);
   }
-  const out = buf.subarray(0, s.size);
+  const data = buf.subarray(0, s.size);
   if (!client) {
     for (;;) {
       try {
-        for (let t = 0; t < s.count; t++) await io.readExactly(buf, s.size);
+        for (let t = 0; t < s.count; t++) {
+          if (await io.readFull(data) !== s.size) return null; // the client closed: the end
+        }
       } catch {
         return null; // the client closed: the end of the run
       }
-      for (let t = 0; t < s.count; t++) await io.write(out);
+      for (let t = 0; t < s.count; t++) await io.write(data);
     }
   }
   const iterations = async (n: number) => {
     for (let i = 0; i < n; i++) {
-      for (let t = 0; t < s.count; t++) await io.write(out);
-      for (let t = 0; t < s.count; t++) await io.readExactly(buf, s.size);
+      for (let t = 0; t < s.count; t++) await io.write(data);
+      for (let t = 0; t < s.count; t++) {
+        if (await io.readFull(data) !== s.size) throw new Error("end of stream");
+      }
     }
   };
   const block = s.count === 1 ? 1000 : 1;
