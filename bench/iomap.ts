@@ -24,8 +24,9 @@
  *   memory) and staged (plain arrays). A write is timed until the server has acknowledged a
  *   stream message sent after it (so the bytes have landed); MiB/s, and the ratio to perftest's
  *   at the same message size (writes to `ib_write_bw`, reads to `ib_read_bw`). The client first
- *   runs passes of all six modes untimed for `--warm-seconds` (the JIT's warm-up: in the guest
- *   the optimizing tiers take seconds; C needs none), then times one pass.
+ *   runs passes of all six modes untimed for at least `--warm-seconds`, and on while they still
+ *   get faster (bench/warm-up.ts: the JIT's warm-up; in the guest the optimizing tiers take
+ *   seconds; C needs none), then times one pass.
  *
  * Each round's figures are printed as it ends; a ratio is the median over the rounds of the ratio
  * within each round (runs next to each other share the guest's drift).
@@ -126,7 +127,7 @@ async function server(): Promise<void> {
 }
 
 /**
- * The client: runs passes of every mode untimed for `--warm-seconds` (the JIT's warm-up), then
+ * The client: runs passes of every mode untimed (the JIT's warm-up, bench/warm-up.ts), then
  * one timed pass; prints {mode: MiB/s} of that pass (and with counting, its cost account).
  */
 async function client(port: number): Promise<void> {
