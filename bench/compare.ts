@@ -30,6 +30,7 @@ import { join } from "node:path";
 import process from "node:process";
 import { parseArgs } from "node:util";
 import { type ChildRun, runChild } from "./child.ts";
+import { median } from "./median.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const { values: opts } = parseArgs({
@@ -212,11 +213,6 @@ async function pair(impl: Impl, w: Workload): Promise<number | null> {
   }
   return value(w, r);
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? s[Math.floor((s.length - 1) / 2)] : NaN;
-};
 
 const results = new Map<string, Record<Impl, number[]>>();
 for (const w of WORKLOADS) results.set(w.label, { C: [], Deno: [], Bun: [] });

@@ -48,6 +48,7 @@ import { connect, listen, type RdmaConn } from "../stream/mod.ts";
 import { COST_COUNTING, resetCostCounts } from "../mod.ts";
 import { costLine, costsPerOperation } from "./cost-per-op.ts";
 import { warmUp } from "./warm-up.ts";
+import { median } from "./median.ts";
 import { type Child, type ChildRun, runChild } from "./child.ts";
 
 function arg(name: string, fallback: string): string {
@@ -349,13 +350,6 @@ async function oursOneWay(counting = false): Promise<
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function median(xs: number[]): number {
-  if (xs.length === 0) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
 
 const fmt = (x: number) => Number.isFinite(x) ? x.toFixed(x >= 100 ? 0 : x >= 10 ? 1 : 2) : "—";
 

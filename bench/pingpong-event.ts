@@ -30,6 +30,7 @@
 import process from "node:process";
 import { spawn, spawnSync } from "node:child_process";
 import { createInterface } from "node:readline";
+import { median } from "./median.ts";
 import { type CompletionQueue, openDevice, type QueuePair } from "../verbs/mod.ts";
 import { awaitCompletions, DEFAULT_SPIN_MICROS, type Strategy } from "../poller/mod.ts";
 import { AccessFlags, QpType, SendFlags, WcStatus } from "../types/enums.ts";
@@ -244,18 +245,15 @@ async function main(): Promise<void> {
     add("C busy", cTool(false));
     for (const s of strategies) add(s, await client(s));
   }
-  const median = (k: string) => {
-    const xs = [...samples.get(k)!].sort((a, b) => a - b);
-    return xs[Math.floor(xs.length / 2)];
-  };
-  const cEvent = median("C -e");
-  const cBusy = median("C busy");
+  const medianOf = (k: string) => median(samples.get(k)!);
+  const cEvent = medianOf("C -e");
+  const cBusy = medianOf("C busy");
   const rows: [string, string, number, string][] = [
     ["C ibv_rc_pingpong -e", "C -e", cEvent, ""],
     ["C ibv_rc_pingpong (busy poll)", "C busy", cBusy, ""],
   ];
   for (const s of strategies) {
-    const us = median(s);
+    const us = medianOf(s);
     const polling = s === "busy" || s === "sync";
     const ref = polling ? cBusy : cEvent;
     rows.push([

@@ -12,6 +12,7 @@
  *   RDMA_DEVICE=rxe0 RDMA_GID_INDEX=1 bun bench/post-ex.ts [ROUNDS]
  */
 import process from "node:process";
+import { median } from "./median.ts";
 import { openDevice, runtimeInfo, type SendWr } from "../mod.ts";
 import { AccessFlags, QpType, SendFlags, WcStatus, WrOpcode } from "../types/enums.ts";
 
@@ -106,7 +107,6 @@ function round(w: Way): number {
   return ns;
 }
 
-const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
 for (let i = 0; i < 20; i++) for (const w of ways) round(w); // warm up (JIT, caches)
 const samples = ways.map(() => [] as number[]);
 for (let r = 0; r < ROUNDS; r++) ways.forEach((w, i) => samples[i].push(round(w)));

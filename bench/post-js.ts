@@ -10,6 +10,7 @@
  * Rounds of 1,000,000 calls by default, after a tenth as many untimed; medians of 5 rounds.
  */
 import process from "node:process";
+import { median } from "./median.ts";
 import { NativeResource } from "../ffi/resource.ts";
 import { layouts } from "../ffi/native.ts";
 import { One } from "../verbs/_post.ts";
@@ -122,7 +123,6 @@ for (let r = 0; r < ROUNDS; r++) {
     heaps.get(name)!.push((heapUsed() - h0) / N);
   }
 }
-const median = (a: number[]) => a.slice().sort((x, y) => x - y)[a.length >> 1];
 const runtime = "Bun" in globalThis ? "bun" : "deno";
 console.log(`classic post path, JavaScript only (${runtime}), ${N} calls × ${ROUNDS} rounds:`);
 for (const [name] of parts) {

@@ -45,6 +45,7 @@ import { connect, listen, type RdmaConn } from "../stream/mod.ts";
 import { COST_COUNTING, resetCostCounts } from "../mod.ts";
 import { type CostPerOp, costsPerOperation } from "./cost-per-op.ts";
 import { warmUp } from "./warm-up.ts";
+import { median } from "./median.ts";
 import { runChild } from "./child.ts";
 
 function arg(name: string, fallback: string): string {
@@ -63,7 +64,8 @@ interface Shape {
   iters: number;
   /**
    * The least seconds of untimed iterations before the timed ones (ours and TCP: the JIT's
-   * warm-up, bench/warm-up.ts; C needs none). The client decides when the warm-up ends; the server echoes until the end.
+   * warm-up, bench/warm-up.ts; C needs none). The client decides when the warm-up ends; the
+   * server echoes until the end.
    */
   warmSeconds: number;
 }
@@ -160,9 +162,9 @@ function tcpIo(sock: net.Socket): Io {
 
 /**
  * The rstream pattern on one side. The client warms up in blocks (1,000 round trips, or one
- * iteration of a bulk shape) for `warmSeconds` or more (`warmUp`), then times `iters` iterations and
- * closes; the server echoes each iteration until the stream ends, so the two need not agree on
- * a count. Returns the client's figures (null on the server).
+ * iteration of a bulk shape) for `warmSeconds` or more (`warmUp`), then times `iters`
+ * iterations and closes; the server echoes each iteration until the stream ends, so the two
+ * need not agree on a count. Returns the client's figures (null on the server).
  */
 async function pattern(io: Io, client: boolean, s: Shape): Promise<Measured | null> {
   const buf = new Uint8Array(Math.max(s.size, 16));
@@ -709,11 +711,6 @@ async function measure(kind: Kind, s: Shape): Promise<Measured> {
   return JSON.parse(json);
 }
 
-function median(v: number[]): number {
-  const s = [...v].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
-
 async function main(): Promise<void> {
   if (!address) throw new Error("no address: run inside the VM or pass --address");
   const rounds = Number(arg("rounds", "3"));
@@ -724,6 +721,7 @@ async function main(): Promise<void> {
   const warmSeconds = Number(arg("warm-seconds", "12"));
   const bw: Shape = { size: 65536, count: Number(arg("bw-count", "500")), iters: 1, warmSeconds };
   const lat: Shape = { size: 64, count: 1, iters: latIters, warmSeconds };
+  const warmRange = `${warmSeconds}-${2 * warmSeconds}`;
   const all: Kind[] = ["C rstream", "ours spin", "C rstream -T b", "ours", "TCP"];
   const only = arg("kinds", "");
   const kinds = only ? all.filter((k) => only.split(",").includes(k)) : all;
@@ -733,10 +731,8 @@ async function main(): Promise<void> {
     `bench/stream (${runtime}, ${process.env.RDMA_DEVICE ?? "?"} at ${address}): ` +
       `${rounds} interleaved rounds; throughput: ${bw.count} × 64 KiB each way; ` +
       `latency: ${lat.iters} × 64 B round trips; ours and TCP first run the same shape untimed ` +
-      `for ${warmSeconds}-${
-        2 * warmSeconds
-      } s (the JIT's warm-up, on past ${warmSeconds} s while ` +
-      `its blocks still get 5 % faster: blocks of 1,000 round trips or one ` +
+      `for ${warmRange} s (the JIT's warm-up, on past ${warmSeconds} s while its blocks still ` +
+      `get 5 % faster: blocks of 1,000 round trips or one ` +
       `${bw.count} × 64 KiB iteration; "warm-up" shows its first and last block; C needs none)`,
   );
   const warmNote = (m: Measured, lat: boolean) => {

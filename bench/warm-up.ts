@@ -11,6 +11,8 @@
  * @module
  */
 
+import { median } from "./median.ts";
+
 /** How a warm-up went: its steps, its seconds, and the ms of its first and last step. */
 export interface WarmUp {
   steps: number;
@@ -21,12 +23,6 @@ export interface WarmUp {
 
 /** A step must be this much faster than the window before it for the warm-up to go on. */
 const STILL_IMPROVING = 0.95;
-
-/** The median of `xs` (not empty). */
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[s.length >> 1];
-}
 
 /**
  * Runs `step` for at least `seconds` (not at all for 0) and on while its steps still get faster,
