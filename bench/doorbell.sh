@@ -17,6 +17,8 @@
 # bench/results/2026-12-02-faster-guest.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/pairs.sh
+source bench/pairs.sh
 export PATH="$PWD/node_modules/.bin:$PATH"
 iters=${1:-100000}
 export DOORBELL_FROM=$((iters * 6 / 10))
@@ -28,7 +30,6 @@ trap 'rm -rf "$(dirname "$lib")"' EXIT
 cc -shared -fPIC -O2 -o "$lib" bench/c/doorbell.c -ldl -lm || exit 1
 port=$((7600 + RANDOM % 300))
 
-listening() { rdma res show cm_id 2>/dev/null | grep -q " state LISTEN .*:$1 "; }
 # from both processes' last "doorbell" lines: the medians "p50a / p50b", the total ms in
 # doorbells, the process's CPU ms, and its involuntary context switches (it was preempted)
 medians() {
@@ -53,14 +54,6 @@ pair() {
   port=$((port + 1))
 }
 
-pt() { # TOOL IMPL
-  case $2 in
-    C) echo "ib_$1" ;;
-    Deno) echo "deno run -A bench/perftest/$1.ts" ;;
-    Bun) echo "bun bench/perftest/$1.ts" ;;
-  esac
-}
-
 echo "| the last 40 % of $iters round trips, 64 B | doorbell median µs (each side) | in doorbells, ms | process CPU, ms | involuntary context switches |"
 echo "|---|---|---|---|---|"
 for impl in C Deno Bun; do
@@ -68,10 +61,10 @@ for impl in C Deno Bun; do
   pair "send_lat, $impl" $(pt send_lat $impl) -d "$dev" -x "$gid" -F -n "$iters" -p "$port" -R \
     -- $(pt send_lat $impl) -d "$dev" -x "$gid" -F -n "$iters" -p "$port" -R "$ip"
 done
-pair "stream, C rstream" rstream -b "$ip" -p "$port" -S 64 -C 1 -I "$iters" \
-  -- rstream -s "$ip" -p "$port" -S 64 -C 1 -I "$iters"
-for rt in Deno Bun; do
-  if [ $rt = Deno ]; then r=(deno run -A examples/rstream.ts); else r=(bun examples/rstream.ts); fi
-  pair "stream, ours ($rt)" "${r[@]}" -b "$ip" -p "$port" -S 64 -C 1 -I "$iters" \
-    -- "${r[@]}" -s "$ip" -p "$port" -S 64 -C 1 -I "$iters"
+for impl in C Deno Bun; do
+  label="stream, ours ($impl)"
+  [ "$impl" = C ] && label="stream, C rstream"
+  # shellcheck disable=SC2046
+  pair "$label" $(rs "$impl") -b "$ip" -p "$port" -S 64 -C 1 -I "$iters" \
+    -- $(rs "$impl") -s "$ip" -p "$port" -S 64 -C 1 -I "$iters"
 done

@@ -15,6 +15,8 @@
 # the engines' warm-up; this reads them per thread, after a warm-up measured in seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/pairs.sh
+source bench/pairs.sh
 export PATH="$PWD/node_modules/.bin:$PATH" LC_ALL=C
 warm=${1:-25}
 window=${2:-10}
@@ -61,8 +63,6 @@ row() {
       tu["s"], tu["c"], tn["s"] + tv["s"], tn["c"] + tv["c"], ou, ov, tname, top, idle }'
 }
 
-listening() { rdma res show cm_id 2>/dev/null | grep -q " state LISTEN .*:$1 "; }
-
 # pair LABEL SERVER-ARGV... -- CLIENT-ARGV... (the server must listen on $port)
 pair() {
   local label=$1; shift
@@ -83,21 +83,6 @@ pair() {
   kill "$c" "$s" 2>/dev/null
   wait "$c" "$s" 2>/dev/null
   port=$((port + 1))
-}
-
-pt() { # TOOL IMPL
-  case $2 in
-    C) echo "ib_$1" ;;
-    Deno) echo "deno run -A bench/perftest/$1.ts" ;;
-    Bun) echo "bun bench/perftest/$1.ts" ;;
-  esac
-}
-rs() { # IMPL
-  case $1 in
-    C) echo "rstream" ;;
-    Deno) echo "deno run -A examples/rstream.ts" ;;
-    Bun) echo "bun examples/rstream.ts" ;;
-  esac
 }
 
 echo "$warm s into each pair, a $window s window; ticks are 1/100 s of CPU, user / system."
