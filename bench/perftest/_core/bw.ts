@@ -159,7 +159,7 @@ export class BwSender {
             ccnt[q] += cqMod;
             totC += cqMod;
             if (!noPeak) tc[(totC > total ? total : totC) - 1] = performance.now();
-            if (ph && ph.state === SAMPLE) counted += cqMod;
+            if (ph) counted += ph.state === SAMPLE ? cqMod : 0;
           }
         }
       }
@@ -326,7 +326,7 @@ export class BwReceiver {
         const q = recvCq.completion(i).wrIdNumber;
         rcnt[q]++;
         tot++;
-        if (sampling) counted++;
+        counted += sampling ? 1 : 0;
         if (dur || posted[q] + 1 <= iters) {
           recvs[q * slots + posted[q] % slots].post();
           posted[q]++;

@@ -112,7 +112,7 @@ class SendLat implements LatTest {
         check(recvCq, n, "receive");
         if (ph) {
           if (!ph.started) ph.start(performance.now());
-          if (ph.poll() === SAMPLE) counted++;
+          counted += ph.poll() === SAMPLE ? 1 : 0;
         }
         rcnt++;
         if (dur || rcnt + rxDepth <= iters) recv.post();
@@ -197,7 +197,7 @@ class WriteLat implements LatTest {
         if (n > 0) {
           check(cq, n, "write");
           ccnt += n;
-          if (ph && ph.poll() === SAMPLE) counted += n;
+          if (ph) counted += ph.poll() === SAMPLE ? n : 0;
         } else if (ph && ph.poll() === END) break;
       }
     }
@@ -257,7 +257,7 @@ class ReadAtomicLat implements LatTest {
       const n = events ? await cq.wait(ev) : spin(cq, ph);
       if (n === 0) break;
       check(cq, n, s.tool.verb);
-      if (ph && ph.poll() === SAMPLE) counted++;
+      if (ph) counted += ph.poll() === SAMPLE ? 1 : 0;
     }
     return result(s, t, ph, counted);
   }
