@@ -69,7 +69,9 @@ deviceTest("cm rc: 50 sequential connect/disconnect cycles without fd growth", a
       if (i === 0) before = openFds(); // after warm-up (poller, librdmacm's device context)
     }
     const after = openFds();
-    assert.equal(after, before, `open fds grew from ${before} to ${after}`);
+    // Bun's waiter holds a duplicate of the poller's epoll fd only while something is awaited, so
+    // the count after the first cycle may include it and the last one not: growth is the leak.
+    assert.ok(after <= before, `open fds grew from ${before} to ${after}`);
     const done = await peer.next((m) => "done" in m, 60_000);
     assert.ok(done);
     assert.equal(await peer.exited, 0);
