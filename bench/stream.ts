@@ -35,11 +35,12 @@
  * all five), e.g. for a before/after of the library without TCP's warm-ups; --ours-strategy S
  * runs the "ours" row with strategy S instead of the default (`event`: every wait sleeps on the
  * completion channel); --alloc 0 skips the allocation measurement (for a before/after of the
- * timed rows).
+ * timed rows); --busy N runs the rounds with N busy loops beside every pair (CPU contention:
+ * more runnable threads than CPUs).
  */
 
 import process from "node:process";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import net from "node:net";
 import { connect, listen, type RdmaConn } from "../stream/mod.ts";
 import { COST_COUNTING, resetCostCounts } from "../mod.ts";
@@ -735,6 +736,16 @@ async function main(): Promise<void> {
       `get 5 % faster: blocks of 1,000 round trips or one ` +
       `${bw.count} × 64 KiB iteration; "warm-up" shows its first and last block; C needs none)`,
   );
+  // CPU contention: more runnable threads than the machine's CPUs, as on a busy server
+  const busy = Number(arg("busy", "0"));
+  const loops = Array.from(
+    { length: busy },
+    () => spawn("sh", ["-c", "while :; do :; done"], { stdio: "ignore" }),
+  );
+  process.on("exit", () => loops.forEach((l) => l.kill()));
+  if (busy > 0) {
+    console.log(`with ${busy} busy loop(s) beside every pair (shell processes that never sleep)`);
+  }
   const warmNote = (m: Measured, lat: boolean) => {
     if (!m.warm) return "";
     const f = (x: Figures) => lat ? `${x.usecPerXfer.toFixed(1)}` : `${x.gbps.toFixed(3)}`;
@@ -755,6 +766,7 @@ async function main(): Promise<void> {
       );
     }
   }
+  for (const l of loops) l.kill();
   // the cost accounts: what one operation costs each side, beside what rsocket's source does
   const costOps = Number(arg("cost-ops", "2000"));
   if (costOps > 0) {
