@@ -34,9 +34,10 @@
  * --kinds "C rstream,ours spin" measures only those rows (comma-separated, as printed; default
  * all five), e.g. for a before/after of the library without TCP's warm-ups; --ours-strategy S
  * runs the "ours" row with strategy S instead of the default (`event`: every wait sleeps on the
- * completion channel); --alloc 0 skips the allocation measurement (for a before/after of the
+ * completion channel), --ours-spin MICROS with a fixed spin budget; --alloc 0 skips the allocation measurement (for a before/after of the
  * timed rows); --busy N runs the rounds with N busy loops beside every pair (CPU contention:
- * more runnable threads than CPUs).
+ * more runnable threads than CPUs); --waiter KIND makes ours wait through that epoll waiter
+ * (`useWaiter`, e.g. `deno-uring`) instead of the runtime's default.
  */
 
 import process from "node:process";
@@ -44,6 +45,7 @@ import { spawn, spawnSync } from "node:child_process";
 import net from "node:net";
 import { connect, listen, type RdmaConn } from "../stream/mod.ts";
 import { COST_COUNTING, resetCostCounts } from "../mod.ts";
+import { useWaiter } from "../poller/mod.ts";
 import { type CostPerOp, costsPerOperation } from "./cost-per-op.ts";
 import { warmUp } from "./warm-up.ts";
 import { median } from "./median.ts";
@@ -425,6 +427,10 @@ function pushStrategy(kind: Kind, common: string[]): void {
   if (kind === "ours spin") common.push("--spin", "1000");
   const strategy = arg("ours-strategy", "");
   if (kind === "ours" && strategy) common.push("--strategy", strategy);
+  const spin = arg("ours-spin", "");
+  if (kind === "ours" && spin) common.push("--spin", spin);
+  const waiter = arg("waiter", "");
+  if (kind.startsWith("ours") && waiter) common.push("--use-waiter", waiter);
 }
 
 async function role(name: string): Promise<void> {
@@ -432,6 +438,8 @@ async function role(name: string): Promise<void> {
   // "strategy": another strategy than the default
   const spin = arg("spin", "");
   const strategy = arg("strategy", "");
+  const waiter = arg("use-waiter", "");
+  if (waiter) useWaiter(waiter);
   const opts = {
     sendBufferSize: 1 << 20,
     receiveBufferSize: 1 << 20,
