@@ -34,10 +34,11 @@
  * --kinds "C rstream,ours spin" measures only those rows (comma-separated, as printed; default
  * all five), e.g. for a before/after of the library without TCP's warm-ups; --ours-strategy S
  * runs the "ours" row with strategy S instead of the default (`event`: every wait sleeps on the
- * completion channel), --ours-spin MICROS with a fixed spin budget; --alloc 0 skips the allocation measurement (for a before/after of the
- * timed rows); --busy N runs the rounds with N busy loops beside every pair (CPU contention:
- * more runnable threads than CPUs); --waiter KIND makes ours wait through that epoll waiter
- * (`useWaiter`, e.g. `deno-uring`) instead of the runtime's default.
+ * completion channel), --ours-spin MICROS with a fixed spin budget; --alloc 0 skips the
+ * allocation measurement (for a before/after of the timed rows); --busy N runs the rounds with N
+ * busy loops beside every pair (CPU contention: more runnable threads than CPUs); --waiter KIND
+ * makes ours wait through that epoll waiter (`useWaiter`, e.g. `deno-uring`) instead of the
+ * runtime's default.
  */
 
 import process from "node:process";
@@ -430,15 +431,15 @@ function pushStrategy(kind: Kind, common: string[]): void {
   const spin = arg("ours-spin", "");
   if (kind === "ours" && spin) common.push("--spin", spin);
   const waiter = arg("waiter", "");
-  if (kind.startsWith("ours") && waiter) common.push("--use-waiter", waiter);
+  if (kind.startsWith("ours") && waiter) common.push("--waiter", waiter);
 }
 
 async function role(name: string): Promise<void> {
   // rstream's socket buffers (2 × 512 KiB each way); "spin": each wait spins up to --spin µs;
-  // "strategy": another strategy than the default
+  // "strategy": another strategy than the default; "waiter": another epoll waiter
   const spin = arg("spin", "");
   const strategy = arg("strategy", "");
-  const waiter = arg("use-waiter", "");
+  const waiter = arg("waiter", "");
   if (waiter) useWaiter(waiter);
   const opts = {
     sendBufferSize: 1 << 20,
@@ -774,6 +775,7 @@ async function main(): Promise<void> {
       );
     }
   }
+  // the cost accounts and the allocation run unloaded (the exit handler covers a failed round)
   for (const l of loops) l.kill();
   // the cost accounts: what one operation costs each side, beside what rsocket's source does
   const costOps = Number(arg("cost-ops", "2000"));
