@@ -10,9 +10,10 @@
  * Candidates that are not the library's own waiters live here: Workers that tell the main
  * thread by postMessage, by `Atomics.notify` (main thread in `Atomics.waitAsync`) or by writing
  * a socket the main thread's event loop watches; a native thread (compiled at run time: Bun's
- * `cc()`, or the system compiler for Deno) calling a thread-safe callback; and "floor" rows where
- * the C writer writes straight into a socket the runtime's own event loop watches (no epoll and
- * no helper: the least any event-loop path can cost).
+ * `cc()`, or the system compiler for Deno) calling a thread-safe callback, or (Deno) writing a
+ * unix socket a `Deno.UnixConn` reads; and "floor" rows where the C writer writes straight into a
+ * socket the runtime's own event loop watches (no epoll and no helper: the least any event-loop
+ * path can cost).
  *
  *   deno run -A bench/waiters.ts [wakes-per-round=1000] [rounds=5] [only=regex]
  *   bun bench/waiters.ts [wakes-per-round=1000] [rounds=5] [only=regex]
@@ -288,6 +289,13 @@ interface WaiterThread {
     callback: NativePointer,
   ): number;
   wt_stop(): void;
+  wt_start_fd(
+    epfd: number,
+    events: NativePointer,
+    maxEvents: number,
+    ackFd: number,
+    notifyFd: number,
+  ): number;
 }
 
 /** A native thread (c/waiter-thread.c) calling a thread-safe JS callback. */
@@ -355,7 +363,94 @@ const waiterThreadC = fileURLToPath(new URL("./c/waiter-thread.c", import.meta.u
 const WT_DEFS = {
   wt_start: { args: ["i32", "pointer", "i32", "i32", "pointer"], result: "i32" },
   wt_stop: { args: [], result: "void" },
+  wt_start_fd: { args: ["i32", "pointer", "i32", "i32", "i32"], result: "i32" },
 } as const;
+
+/**
+ * A native thread (c/waiter-thread.c) in `epoll_wait` that relays each wake as 4 bytes written into
+ * a unix socket whose other end is a `Deno.UnixConn` (the floor's path, one thread wake before it).
+ */
+class RelayWaiter implements EpollWaiter {
+  readonly kind = "native-relay";
+  #o: WaiterOptions;
+  #wt: WaiterThread;
+  #conn: Deno.UnixConn;
+  #relayFd: number;
+  #events: NativeBlock;
+  #fds: Int32Array;
+  #ack: number;
+  #one = new NativeBlock(8, 8);
+  #closed = false;
+
+  constructor(o: WaiterOptions, wt: WaiterThread, conn: Deno.UnixConn, relayFd: number) {
+    this.#o = o;
+    this.#wt = wt;
+    this.#conn = conn;
+    this.#relayFd = relayFd;
+    this.#events = new NativeBlock(o.maxEvents * o.eventSize, 16);
+    this.#fds = new Int32Array(o.maxEvents);
+    this.#ack = n.libc.eventfd(0, EFD_CLOEXEC);
+    this.#one.view.setBigUint64(0, 1n, true);
+    if (wt.wt_start_fd(o.epfd, this.#events.ptr, o.maxEvents, this.#ack, relayFd) !== 0) {
+      throw new Error("pthread_create failed");
+    }
+    this.#loop();
+  }
+
+  async #loop(): Promise<void> {
+    const buf = new Uint8Array(64);
+    const counts = new DataView(buf.buffer);
+    for (;;) {
+      const got = await this.#conn.read(buf).catch(() => null);
+      if (got === null || this.#closed) return;
+      for (let at = 0; at + 4 <= got; at += 4) this.#take(counts.getInt32(at, true));
+    }
+  }
+
+  #take(count: number): void {
+    const { eventSize, dataOffset } = this.#o;
+    const view = this.#events.view;
+    for (let i = 0; i < count; i++) this.#fds[i] = view.getInt32(i * eventSize + dataOffset, true);
+    n.libc.write(this.#ack, this.#one.ptr, 8);
+    if (count > 0) this.#o.onEvents(this.#fds, count);
+  }
+
+  /** The read stays ref'd (the round keeps the process busy anyway); `close` ends it. */
+  want(_on: boolean): void {}
+
+  close(release: () => void): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#wt.wt_stop();
+    n.libc.write(this.#o.wakeFd, this.#one.ptr, 8);
+    n.libc.write(this.#ack, this.#one.ptr, 8);
+    setTimeout(() => {
+      this.#conn.close();
+      n.libc.close(this.#relayFd);
+      n.libc.close(this.#ack);
+      this.#events.free();
+      this.#one.free();
+      release();
+    }, 20);
+  }
+}
+
+/** The relay thread's socket pair: a native end for the thread, a `Deno.UnixConn` for JS. */
+async function relayFactory(): Promise<WaiterFactory> {
+  const wt = await openLib<WaiterThread>(buildC("waiter-thread"), WT_DEFS);
+  const path = `\0rdma-relay-${Deno.pid}`;
+  const listener = Deno.listen({ transport: "unix", path });
+  const fd = sock.socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const addr = new NativeBlock(110, 8);
+  addr.view.setUint16(0, AF_UNIX, true);
+  new TextEncoder().encodeInto(path, addr.bytes.subarray(2));
+  const accepted = listener.accept();
+  if (sock.connect(fd, addr.ptr, 2 + path.length) !== 0) throw new Error("connect failed");
+  addr.free();
+  const conn = await accepted;
+  listener.close();
+  return (o) => new RelayWaiter(o, wt, conn, fd);
+}
 
 /** Compiles the waiter thread (Bun: `cc()`, i.e. TinyCC; Deno: the system compiler). */
 async function nativeThreadFactory(): Promise<WaiterFactory> {
@@ -638,6 +733,11 @@ const candidates: Candidate[] = (isBun
       "native thread + UnsafeCallback.threadSafe",
       "pthread built by the system compiler",
       nativeThreadFactory,
+    ),
+    viaPoller(
+      "native relay thread + Deno.UnixConn",
+      "pthread built by the system compiler writes a unix socket Deno reads",
+      relayFactory,
     ),
     floor(
       "floor: C writes a socket node:net watches",

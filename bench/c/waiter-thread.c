@@ -1,7 +1,7 @@
 /*
  * A native waiter thread for bench/waiters.ts: blocks in epoll_wait on the poller's set, leaves
  * the ready events in a buffer the JS thread owns, calls a thread-safe JS callback with their
- * count and sleeps until the JS thread has taken them (a write to ack_fd). Header-free, so Bun's
+ * count (or writes the count into a socket the JS thread reads) and sleeps until the JS thread has taken them (a write to ack_fd). Header-free, so Bun's
  * `cc()` (TinyCC) compiles it without libc headers; Deno's run of the bench builds it with the
  * system compiler. Needing a compiler at run time is why the library does not wait this way.
  */
@@ -11,6 +11,7 @@ int pthread_create(wt_pthread_t *thread, const void *attr, void *(*start)(void *
 int pthread_detach(wt_pthread_t thread);
 int epoll_wait(int epfd, void *events, int maxevents, int timeout);
 long read(int fd, void *buf, unsigned long count);
+long write(int fd, const void *buf, unsigned long count);
 int *__errno_location(void);
 
 #define WT_EINTR 4
@@ -19,6 +20,7 @@ struct wt {
   int epfd, max_events, ack_fd;
   void *events;
   void (*callback)(int);
+  int notify_fd;
   volatile int stop;
 };
 
@@ -34,20 +36,21 @@ static void *wt_loop(void *arg) {
       if (*__errno_location() == WT_EINTR) continue;
       break;
     }
-    w->callback(n);
+    if (w->callback) w->callback(n);
+    else if (write(w->notify_fd, &n, 4) != 4) break;
     if (read(w->ack_fd, &ack, 8) != 8 || w->stop) break;
   }
   return 0;
 }
 
-/* Starts the thread (one per process). Returns 0 or an errno. */
-int wt_start(int epfd, void *events, int max_events, int ack_fd, void *callback) {
+static int start(int epfd, void *events, int max_events, int ack_fd, void *callback, int notify_fd) {
   wt_pthread_t t;
   wt_state.epfd = epfd;
   wt_state.events = events;
   wt_state.max_events = max_events;
   wt_state.ack_fd = ack_fd;
   wt_state.callback = (void (*)(int))callback;
+  wt_state.notify_fd = notify_fd;
   wt_state.stop = 0;
   int e = pthread_create(&t, 0, wt_loop, &wt_state);
   if (e == 0) pthread_detach(t);
@@ -56,3 +59,13 @@ int wt_start(int epfd, void *events, int max_events, int ack_fd, void *callback)
 
 /* Asks the thread to stop; it leaves at its next wake (write the wake eventfd and ack_fd). */
 void wt_stop(void) { wt_state.stop = 1; }
+
+/* Starts the thread (one per process), calling `callback`. Returns 0 or an errno. */
+int wt_start(int epfd, void *events, int max_events, int ack_fd, void *callback) {
+  return start(epfd, events, max_events, ack_fd, callback, -1);
+}
+
+/* Starts the thread, which tells the JS thread by writing the count (4 bytes) into notify_fd. */
+int wt_start_fd(int epfd, void *events, int max_events, int ack_fd, int notify_fd) {
+  return start(epfd, events, max_events, ack_fd, 0, notify_fd);
+}
