@@ -508,13 +508,14 @@ function workerFactory(mode: WorkerMode): () => Promise<WaiterFactory> {
 function floor(
   name: string,
   how: string,
-  kind: "adopt" | "unixconn" | "bunfile" | "sigio",
+  kind: "adopt" | "unixconn" | "bunfile" | "sigio" | "nbcall",
 ): Candidate {
   return {
     name,
     how,
     async setup(): Promise<Runner> {
       if (kind === "sigio") return sigioRunner();
+      if (kind === "nbcall") return nonblockingCallRunner();
       if (kind === "bunfile") {
         // a pipe whose read end Bun's own I/O reads: Bun.file(fd).stream()
         const fds = new NativeBlock(8, 8);
@@ -601,6 +602,53 @@ function floor(
           n.libc.close(b);
         },
       };
+    },
+  };
+}
+
+/**
+ * Deno's nonblocking call with no poller: a `nonblocking: true` `epoll_wait` on a set holding only
+ * the eventfd the C writer writes, awaited by the loop itself. Against the library's default waiter
+ * (the same call through a poller and a watch) it splits the default's cost into Deno's hand-back
+ * of the call and the poller's own work.
+ */
+function nonblockingCallRunner(): Runner {
+  const nb = Deno.dlopen(
+    "libc.so.6",
+    {
+      epoll_wait: {
+        parameters: ["i32", "pointer", "i32", "i32"],
+        result: "i32",
+        nonblocking: true,
+      },
+    } as const,
+  );
+  const EPOLL_CTL_ADD = 1, EPOLLIN = 1, EPOLLET = 1 << 31;
+  const epfd = n.libc.epoll_create1(0);
+  const efd = n.libc.eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  const ev = new NativeBlock(16, 8);
+  ev.view.setUint32(0, (EPOLLIN | EPOLLET) >>> 0, true);
+  ev.view.setInt32(4, efd, true);
+  if (n.libc.epoll_ctl(epfd, EPOLL_CTL_ADD, efd, ev.ptr) !== 0) throw new Error("epoll_ctl failed");
+  const cell = new NativeBlock(8, 8);
+  const events = ev.ptr as unknown as Deno.PointerValue;
+  return {
+    async run() {
+      lib.wk_start(efd, iters, MIN, MAX);
+      for (let i = 0; i < iters; i++) {
+        await nb.symbols.epoll_wait(epfd, events, 1, -1);
+        lib.wk_stamp(i);
+        while (Number(n.libc.read(efd, cell.ptr, 8)) === 8) { /* drain */ }
+        lib.wk_ack(i);
+      }
+      lib.wk_join();
+    },
+    close() {
+      n.libc.close(efd);
+      n.libc.close(epfd);
+      ev.free();
+      cell.free();
+      nb.close();
     },
   };
 }
@@ -738,6 +786,11 @@ const candidates: Candidate[] = (isBun
       "native relay thread + Deno.UnixConn",
       "pthread built by the system compiler writes a unix socket Deno reads",
       relayFactory,
+    ),
+    floor(
+      "nonblocking epoll_wait, no poller",
+      "the default waiter's call awaited by the loop itself: Deno's hand-back alone",
+      "nbcall",
     ),
     floor(
       "floor: C writes a socket node:net watches",
