@@ -8,9 +8,9 @@
  *
  * - `cm`: rdma_cm connect (PD, completion channel, CQ, RC QP and a registered buffer made on the
  *   id, receives posted before connect), one message each way, disconnect, everything closed
- *   (tests/device/peers/endpoint.ts, as the cm tests use it);
+ *   (tests/device/peers/endpoint.ts, as the cm tests use it); the process imports `cm.ts`;
  * - `stream`: `connect()`, 4 KiB written and echoed back, `closeWrite()`, the end of the stream
- *   read, `close()` and `released` awaited.
+ *   read, `close()` and `released` awaited; the process imports `mod.ts`.
  *
  * The TCP loop makes the same cycle over `node:net` (the cm cycle's message is the same ping).
  * After the cycles each client reports what it holds after a full collection, what the engine
@@ -82,7 +82,25 @@ function out(m: unknown): void {
 
 // ------------------------------------------------------------------------------------ measuring
 
-type Lib = typeof import("../tests/lib.ts");
+/**
+ * What each kind of client and server imports: the entry point a program of that kind imports
+ * (`@rdma/verbs/cm` for rdma_cm, the package root for streams), so that RSS counts the code such
+ * a program loads and no more (the test helpers' root loads every module and the `node:net`
+ * layer besides: 2-4 MiB more, bench/results/2026-12-03-code-memory.md).
+ */
+type CmLib = typeof import("../cm.ts");
+type StreamLib = typeof import("../mod.ts");
+type Lib = CmLib | StreamLib;
+
+/** The library as a program of `kind` imports it. */
+async function importFor(kind: string): Promise<{ cm?: CmLib; stream?: StreamLib; lib: Lib }> {
+  if (kind === "cm") {
+    const cm = await import("../cm.ts");
+    return { cm, lib: cm };
+  }
+  const stream = await import("../mod.ts");
+  return { stream, lib: stream };
+}
 
 /** glibc's allocator statistics and `malloc_trim`, through bench/c/soak-probe.c. */
 interface Probe {
@@ -205,8 +223,8 @@ async function ourClient(
   cycles: number,
   every: number,
 ) {
-  const lib: Lib = await import("../tests/lib.ts");
-  const { Endpoint } = await import("../tests/device/peers/endpoint.ts");
+  const { cm, stream, lib } = await importFor(kind);
+  const { Endpoint } = cm ? await import("../tests/device/peers/endpoint.ts") : { Endpoint: null };
   const msg = new Uint8Array(MSG).map((_, i) => i & 0xff);
   const buf = new Uint8Array(MSG);
   const t0 = performance.now();
@@ -226,9 +244,9 @@ async function ourClient(
 
   async function ourCycle(i: number): Promise<void> {
     if (kind === "cm") {
-      let ep: InstanceType<typeof Endpoint> | undefined;
+      let ep: InstanceType<NonNullable<typeof Endpoint>> | undefined;
       const tag = `c${i}`;
-      const { id } = await lib.cmConnect({
+      const { id } = await cm!.cmConnect({
         hostname: address,
         port,
         privateData: enc.encode(tag),
@@ -236,7 +254,7 @@ async function ourClient(
         initiatorDepth: 1,
         timeout: 20_000,
         beforeConnect: (id) => {
-          ep = new Endpoint(id);
+          ep = new Endpoint!(id);
         },
       });
       await ep!.send(enc.encode(`ping ${tag} 0`));
@@ -250,7 +268,7 @@ async function ourClient(
         ep!.close();
       }
     } else {
-      const conn = await lib.connect({ hostname: address, port, timeout: IO_TIMEOUT_MS });
+      const conn = await stream!.connect({ hostname: address, port, timeout: IO_TIMEOUT_MS });
       try {
         await conn.write(msg, IO);
         for (let got = 0; got < MSG;) {
@@ -269,11 +287,11 @@ async function ourClient(
 }
 
 async function ourServer(kind: string, address: string, count: number, every: number) {
-  const lib: Lib = await import("../tests/lib.ts");
+  const { cm, stream, lib } = await importFor(kind);
   const failed: string[] = [];
-  if (kind === "cm") {
+  if (cm) {
     const { Endpoint } = await import("../tests/device/peers/endpoint.ts");
-    const listener = lib.cmListen({ hostname: address, port: 0, backlog: 32 });
+    const listener = cm.cmListen({ hostname: address, port: 0, backlog: 32 });
     out({ ready: true, port: listener.addr.port });
     for (let i = 1; i <= count; i++) {
       const req = await acceptOrEnd(() => listener.accept({ timeout: SERVER_IDLE_MS }));
@@ -308,7 +326,7 @@ async function ourServer(kind: string, address: string, count: number, every: nu
     }
     listener.close();
   } else {
-    const listener = lib.listen({ hostname: address, port: 0 });
+    const listener = stream!.listen({ hostname: address, port: 0 });
     out({ ready: true, port: listener.addr.port });
     const buf = new Uint8Array(1 << 16);
     for (let i = 1; i <= count; i++) {

@@ -1,7 +1,9 @@
 /**
  * The verbs side of a CM endpoint for tests and peers: PD, completion channel,
  * CQ and MR from the id's context, a QP created on the id, receives posted
- * before connect/accept, and message send/receive through the poller.
+ * before connect/accept, and message send/receive through the poller. It imports the
+ * connection manager's entry point only (`cm.ts`), as a program of its kind would: the soak's
+ * rdma_cm client measures the memory of exactly that (bench/soak.ts).
  */
 
 import {
@@ -19,7 +21,7 @@ import {
   WcOpcode,
   WcStatus,
   WrOpcode,
-} from "../../lib.ts";
+} from "../../../cm.ts";
 
 const SEND_ID = 1000n;
 
