@@ -20,7 +20,8 @@ import type {
 } from "../types/ctypes.ts";
 import type { Native, PreparedCall } from "../types/native.ts";
 import { ArgumentsCall, type Backend, buildNative, withTrampolineFile } from "./build.ts";
-import type { LibraryPaths } from "./library.ts";
+import { LIBRARIES, type LibraryPaths } from "./library.ts";
+import { LIBC } from "../types/symbols/libc.ts";
 import {
   TRAMPOLINE_BLOCK_BYTES,
   TRAMPOLINE_MAX_ARGS,
@@ -70,32 +71,78 @@ function fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
   return (spec.result === "pointer" ? (...a: unknown[]) => asPtr(f(...a) as number) : f) as never;
 }
 
+/** libc's `dlopen`, `dlsym` and `dlerror`, bound once: they find symbols without compiling. */
+interface DynamicLoader {
+  dlopen(path: number, flags: number): number | null;
+  dlsym(handle: number, name: number): number | null;
+  dlerror(): number | null;
+}
+
+let loader: DynamicLoader | undefined;
+
+function dynamicLoader(): DynamicLoader {
+  if (loader) return loader;
+  let last = "";
+  for (const path of LIBRARIES.libc.sonames) {
+    try {
+      return loader = dlopen(path, {
+        dlopen: bunDef(LIBC.dlopen),
+        dlsym: bunDef(LIBC.dlsym),
+        dlerror: bunDef(LIBC.dlerror),
+      }).symbols as unknown as DynamicLoader;
+    } catch (e) {
+      last = e instanceof Error ? e.message : String(e);
+    }
+  }
+  throw new RdmaError(`cannot open libc for dlopen: ${last}`);
+}
+
+const RTLD_NOW = 2;
+const encoder = new TextEncoder();
+
+/** `text` NUL-terminated, for a call that reads it before returning. */
+function cText(text: string): number {
+  return ptr(encoder.encode(text + "\0"));
+}
+
+/**
+ * Opens a library for a symbol table. `bun:ffi`'s `dlopen` compiles a caller for every symbol it
+ * is given (about 4 KiB of memory and 20 µs on the host each), and a program calls a few dozen of
+ * a table's symbols: so libc's `dlopen` opens the library, and each symbol is looked up and bound
+ * (`CFunction`, the same caller) at its first use. A symbol the library lacks is `undefined` when
+ * optional, and otherwise throws {@link RdmaError} when used, as in Deno's loader.
+ */
+export function openLibrary<T extends SymbolTable>(path: string, table: T): BoundLibrary<T> {
+  const dl = dynamicLoader();
+  const handle = dl.dlopen(cText(path), RTLD_NOW);
+  if (!handle) {
+    const why = dl.dlerror();
+    throw new RdmaError(
+      why ? backend.cstring(why as unknown as NativePointer, 0) : `dlopen(${path}) failed`,
+    );
+  }
+  const lib = {} as Record<string, unknown>;
+  for (const [name, spec] of Object.entries(table)) {
+    Object.defineProperty(lib, name, {
+      configurable: true,
+      enumerable: true,
+      get() {
+        const at = dl.dlsym(handle, cText(name));
+        if (!at && !spec.optional) throw new RdmaError(`${path} has no symbol ${name} (${spec.c})`);
+        const value = at ? fnPointer(asPtr(at) as NativePointer, spec) : undefined;
+        Object.defineProperty(lib, name, { value, enumerable: true });
+        return value;
+      },
+    });
+  }
+  return lib as unknown as BoundLibrary<T>;
+}
+
 const backend: Backend = {
   runtime: "bun",
   arch: process.arch === "x64" ? "x86_64" : process.arch === "arm64" ? "aarch64" : process.arch,
   env: (name) => process.env[name],
-  open<T extends SymbolTable>(path: string, table: T): BoundLibrary<T> {
-    const defs: Record<string, ReturnType<typeof bunDef>> = {};
-    for (const [name, spec] of Object.entries(table)) {
-      if (!spec.optional) defs[name] = bunDef(spec);
-    }
-    const lib = dlopen(path, defs);
-    const out: Record<string, unknown> = { ...lib.symbols };
-    // Bun has no optional symbols: try each alone and leave it undefined when absent.
-    for (const [name, spec] of Object.entries(table)) {
-      if (!spec.optional) continue;
-      try {
-        out[name] = dlopen(path, { [name]: bunDef(spec) }).symbols[name];
-      } catch {
-        out[name] = undefined;
-      }
-    }
-    for (const [name, spec] of Object.entries(table)) {
-      const f = out[name] as ((...a: unknown[]) => number | null) | undefined;
-      if (f && spec.result === "pointer") out[name] = (...a: unknown[]) => asPtr(f(...a));
-    }
-    return out as BoundLibrary<T>;
-  },
+  open: openLibrary,
   address: (p) => BigInt(bunPtr(p)),
   pointer: (a) => asPtr(Number(a)),
   offset: (p, n) => (bunPtr(p) + n) as unknown as NativePointer,

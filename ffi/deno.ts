@@ -617,7 +617,7 @@ const CALLS_BEFORE_BINDING = 16;
  * {@link CALLS_BEFORE_BINDING}th call and bound then, so a symbol called once (most of the
  * set-up on the way to a listening id) costs no stub.
  */
-function openLibrary<T extends SymbolTable>(path: string, table: T): BoundLibrary<T> {
+export function openLibrary<T extends SymbolTable>(path: string, table: T): BoundLibrary<T> {
   const statics: Record<string, Deno.ForeignStatic> = {};
   for (const name of Object.keys(table)) statics[name] = { type: "pointer", optional: true };
   const found = Deno.dlopen(path, statics).symbols as Record<string, Deno.PointerValue>;

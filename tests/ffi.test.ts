@@ -7,7 +7,7 @@ import { IBVERBS, IBVERBS_OPS } from "../types/symbols/ibverbs.ts";
 import { RDMACM } from "../types/symbols/rdmacm.ts";
 import { LIBC } from "../types/symbols/libc.ts";
 import { Errno } from "../types/errno.ts";
-import { InvalidArgumentError, LibraryNotFoundError } from "../types/errors.ts";
+import { InvalidArgumentError, LibraryNotFoundError, RdmaError } from "../types/errors.ts";
 import type { FunctionSpec } from "../types/ctypes.ts";
 import type { Native } from "../types/native.ts";
 
@@ -173,6 +173,35 @@ test("a missing library gives one clear error naming the package", async () => {
     return true;
   });
   assert.throws(() => configureNative({}), /before the first native call/);
+});
+
+test("a table's symbols bind at their first use: present, optional and missing ones", async () => {
+  const { openLibrary } = "Bun" in globalThis
+    ? await import("../ffi/bun.ts")
+    : await import("../ffi/deno.ts");
+  const lib = openLibrary("libc.so.6", {
+    getpid: { args: [], result: "i32", c: "pid_t getpid(void)" },
+    rdma_verbs_no_such_fn: { args: [], result: "i32", c: "int rdma_verbs_no_such_fn(void)" },
+    rdma_verbs_no_such_opt: {
+      args: [],
+      result: "i32",
+      c: "int rdma_verbs_no_such_opt(void)",
+      optional: true,
+    },
+  }) as unknown as Record<string, (() => number) | undefined>;
+  assert.deepEqual(Object.keys(lib), ["getpid", "rdma_verbs_no_such_fn", "rdma_verbs_no_such_opt"]);
+  assert.equal(lib.getpid!(), process.pid);
+  assert.equal(lib.rdma_verbs_no_such_opt, undefined);
+  assert.throws(() => lib.rdma_verbs_no_such_fn, (e: unknown) => {
+    assert.ok(e instanceof RdmaError);
+    assert.match(
+      e.message,
+      /no symbol rdma_verbs_no_such_fn \(int rdma_verbs_no_such_fn\(void\)\)/,
+    );
+    return true;
+  });
+  // (the loader tries the next candidate path on a throw; openWithHint names them all)
+  assert.throws(() => openLibrary("librdma-verbs-does-not-exist.so.9", {}), /does-not-exist/);
 });
 
 test(
