@@ -13,8 +13,9 @@
  * @module
  */
 
-import type { AddressInfo, Socket } from "node:net";
+import type { AddressInfo } from "node:net";
 import { anonymousBytes, residentByMapping } from "./proc-memory.ts";
+import { socketReader } from "./socket-reader.ts";
 
 const isBun = "Bun" in globalThis;
 const MSG = 4096;
@@ -386,37 +387,6 @@ async function acceptOrEnd<T>(accept: () => Promise<T>): Promise<T | null> {
 
 // ------------------------------------------------------------------------------------ TCP roles
 
-/** Reads from `sock` until `n` bytes or the end; resolves with the bytes read. */
-function reader(sock: Socket) {
-  const chunks: Uint8Array[] = [];
-  let have = 0;
-  let ended = false;
-  let wake: (() => void) | null = null;
-  sock.on("data", (d: Uint8Array) => {
-    chunks.push(d);
-    have += d.length;
-    wake?.();
-  });
-  sock.on("end", () => {
-    ended = true;
-    wake?.();
-  });
-  return {
-    async take(n: number): Promise<Uint8Array> {
-      while (have < n && !ended) await new Promise<void>((r) => (wake = r));
-      const all = new Uint8Array(have);
-      let off = 0;
-      for (const c of chunks) all.set(c, (off += c.length) - c.length);
-      chunks.length = 0;
-      have = 0;
-      return all;
-    },
-    async end(): Promise<void> {
-      while (!ended) await new Promise<void>((r) => (wake = r));
-    },
-  };
-}
-
 async function tcpClient(
   kind: string,
   address: string,
@@ -434,11 +404,11 @@ async function tcpClient(
       sock.once("connect", resolve);
       sock.once("error", reject);
     });
-    const r = reader(sock);
+    const r = socketReader(sock);
     const payload = kind === "cm" ? enc.encode(`ping c${i} 0`) : msg;
     sock.write(payload);
-    const got = await r.take(payload.length);
-    if (got.length !== payload.length) throw new Error("short echo");
+    const got = new Uint8Array(payload.length);
+    if ((await r.readFull(got)) !== payload.length) throw new Error("short echo");
     sock.end();
     await r.end();
     await new Promise<void>((resolve) => {

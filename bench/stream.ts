@@ -51,6 +51,7 @@ import { type CostPerOp, costsPerOperation } from "./cost-per-op.ts";
 import { warmUp } from "./warm-up.ts";
 import { median } from "./median.ts";
 import { runChild } from "./child.ts";
+import { socketReader } from "./socket-reader.ts";
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -118,45 +119,15 @@ function rdmaIo(c: RdmaConn): Io {
 }
 
 function tcpIo(sock: net.Socket): Io {
-  const chunks: Uint8Array[] = [];
-  let have = 0;
-  let wake: (() => void) | null = null;
-  let ended = false;
   sock.setNoDelay(true);
-  sock.on("data", (d: Uint8Array) => {
-    chunks.push(d);
-    have += d.length;
-    wake?.();
-  });
-  sock.on("end", () => {
-    ended = true;
-    wake?.();
-  });
+  const reader = socketReader(sock);
   return {
     write(b) {
       return new Promise<void>((resolve, reject) =>
         sock.write(b, (e) => (e ? reject(e) : resolve()))
       );
     },
-    async readFull(b) {
-      const n = b.length;
-      let off = 0;
-      while (off < n) {
-        while (have === 0) {
-          if (ended) return off === 0 ? null : off;
-          await new Promise<void>((r) => (wake = r));
-          wake = null;
-        }
-        const c = chunks[0];
-        const take = Math.min(c.length, n - off);
-        b.set(c.subarray(0, take), off);
-        off += take;
-        have -= take;
-        if (take === c.length) chunks.shift();
-        else chunks[0] = c.subarray(take);
-      }
-      return n;
-    },
+    readFull: (b) => reader.readFull(b),
     close() {
       sock.end();
       return Promise.resolve();

@@ -298,40 +298,79 @@ interface WaiterThread {
   ): number;
 }
 
-/** A native thread (c/waiter-thread.c) calling a thread-safe JS callback. */
-class NativeThreadWaiter implements EpollWaiter {
-  readonly kind = isBun ? "cc-thread" : "native-thread";
-  #o: WaiterOptions;
-  #wt: WaiterThread;
-  #events: NativeBlock;
-  #fds: Int32Array;
-  #ack: number;
-  #one = new NativeBlock(8, 8);
-  #callback: { ref?(): void; unref?(): void; close(): void };
+/**
+ * A native thread (c/waiter-thread.c) blocked in `epoll_wait` on the poller's set: it leaves the
+ * ready events in a buffer, tells the JS thread (how: the subclass's), and sleeps until the JS
+ * thread has taken them ({@link PthreadWaiter.take} writes the ack eventfd).
+ */
+abstract class PthreadWaiter implements EpollWaiter {
+  abstract readonly kind: string;
+  protected readonly o: WaiterOptions;
+  readonly #wt: WaiterThread;
+  protected readonly events: NativeBlock;
+  readonly #fds: Int32Array;
+  protected readonly ack: number;
+  readonly #one = new NativeBlock(8, 8);
   #closed = false;
 
-  constructor(o: WaiterOptions, wt: WaiterThread, callback: NativeThreadCallback) {
-    this.#o = o;
+  constructor(o: WaiterOptions, wt: WaiterThread) {
+    this.o = o;
     this.#wt = wt;
-    this.#events = new NativeBlock(o.maxEvents * o.eventSize, 16);
+    this.events = new NativeBlock(o.maxEvents * o.eventSize, 16);
     this.#fds = new Int32Array(o.maxEvents);
-    this.#ack = n.libc.eventfd(0, EFD_CLOEXEC); // blocking: the thread sleeps in read()
+    this.ack = n.libc.eventfd(0, EFD_CLOEXEC); // blocking: the thread sleeps in read()
     this.#one.view.setBigUint64(0, 1n, true);
-    const made = callback((count) => this.#take(count));
-    this.#callback = made.handle;
-    made.handle.unref?.();
-    if (wt.wt_start(o.epfd, this.#events.ptr, o.maxEvents, this.#ack, made.pointer) !== 0) {
-      throw new Error("pthread_create failed");
-    }
   }
 
-  #take(count: number): void {
+  protected get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** The thread found `count` events: hand them to the poller and let the thread go on. */
+  protected take(count: number): void {
     if (this.#closed) return;
-    const { eventSize, dataOffset } = this.#o;
-    const view = this.#events.view;
+    const { eventSize, dataOffset } = this.o;
+    const view = this.events.view;
     for (let i = 0; i < count; i++) this.#fds[i] = view.getInt32(i * eventSize + dataOffset, true);
-    n.libc.write(this.#ack, this.#one.ptr, 8);
-    if (count > 0) this.#o.onEvents(this.#fds, count);
+    n.libc.write(this.ack, this.#one.ptr, 8);
+    if (count > 0) this.o.onEvents(this.#fds, count);
+  }
+
+  abstract want(on: boolean): void;
+
+  /** What the subclass closes once the thread has left. */
+  protected abstract release(): void;
+
+  close(release: () => void): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#wt.wt_stop();
+    n.libc.write(this.o.wakeFd, this.#one.ptr, 8);
+    n.libc.write(this.ack, this.#one.ptr, 8);
+    // the thread leaves at its next wake; give it a moment before the fds go away
+    setTimeout(() => {
+      this.release();
+      n.libc.close(this.ack);
+      this.events.free();
+      this.#one.free();
+      release();
+    }, 20);
+  }
+}
+
+/** A native thread calling a thread-safe JS callback. */
+class NativeThreadWaiter extends PthreadWaiter {
+  readonly kind = isBun ? "cc-thread" : "native-thread";
+  #callback: { ref?(): void; unref?(): void; close(): void };
+
+  constructor(o: WaiterOptions, wt: WaiterThread, callback: NativeThreadCallback) {
+    super(o, wt);
+    const made = callback((count) => this.take(count));
+    this.#callback = made.handle;
+    made.handle.unref?.();
+    if (wt.wt_start(o.epfd, this.events.ptr, o.maxEvents, this.ack, made.pointer) !== 0) {
+      throw new Error("pthread_create failed");
+    }
   }
 
   want(on: boolean): void {
@@ -339,20 +378,8 @@ class NativeThreadWaiter implements EpollWaiter {
     else this.#callback.unref?.();
   }
 
-  close(release: () => void): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#wt.wt_stop();
-    n.libc.write(this.#o.wakeFd, this.#one.ptr, 8);
-    n.libc.write(this.#ack, this.#one.ptr, 8);
-    // the thread leaves at its next wake; give it a moment before the fds go away
-    setTimeout(() => {
-      n.libc.close(this.#ack);
-      this.#events.free();
-      this.#one.free();
-      release();
-    }, 20);
-  }
+  /** The callback stays open (unref'd): a thread late to leave may still call it. */
+  protected release(): void {}
 }
 
 type NativeThreadCallback = (
@@ -367,31 +394,19 @@ const WT_DEFS = {
 } as const;
 
 /**
- * A native thread (c/waiter-thread.c) in `epoll_wait` that relays each wake as 4 bytes written into
- * a unix socket whose other end is a `Deno.UnixConn` (the floor's path, one thread wake before it).
+ * A native thread that relays each wake as 4 bytes written into a unix socket whose other end is a
+ * `Deno.UnixConn` (the floor's path, one thread wake before it).
  */
-class RelayWaiter implements EpollWaiter {
+class RelayWaiter extends PthreadWaiter {
   readonly kind = "native-relay";
-  #o: WaiterOptions;
-  #wt: WaiterThread;
   #conn: Deno.UnixConn;
   #relayFd: number;
-  #events: NativeBlock;
-  #fds: Int32Array;
-  #ack: number;
-  #one = new NativeBlock(8, 8);
-  #closed = false;
 
   constructor(o: WaiterOptions, wt: WaiterThread, conn: Deno.UnixConn, relayFd: number) {
-    this.#o = o;
-    this.#wt = wt;
+    super(o, wt);
     this.#conn = conn;
     this.#relayFd = relayFd;
-    this.#events = new NativeBlock(o.maxEvents * o.eventSize, 16);
-    this.#fds = new Int32Array(o.maxEvents);
-    this.#ack = n.libc.eventfd(0, EFD_CLOEXEC);
-    this.#one.view.setBigUint64(0, 1n, true);
-    if (wt.wt_start_fd(o.epfd, this.#events.ptr, o.maxEvents, this.#ack, relayFd) !== 0) {
+    if (wt.wt_start_fd(o.epfd, this.events.ptr, o.maxEvents, this.ack, relayFd) !== 0) {
       throw new Error("pthread_create failed");
     }
     this.#loop();
@@ -402,36 +417,17 @@ class RelayWaiter implements EpollWaiter {
     const counts = new DataView(buf.buffer);
     for (;;) {
       const got = await this.#conn.read(buf).catch(() => null);
-      if (got === null || this.#closed) return;
-      for (let at = 0; at + 4 <= got; at += 4) this.#take(counts.getInt32(at, true));
+      if (got === null || this.closed) return;
+      for (let at = 0; at + 4 <= got; at += 4) this.take(counts.getInt32(at, true));
     }
-  }
-
-  #take(count: number): void {
-    const { eventSize, dataOffset } = this.#o;
-    const view = this.#events.view;
-    for (let i = 0; i < count; i++) this.#fds[i] = view.getInt32(i * eventSize + dataOffset, true);
-    n.libc.write(this.#ack, this.#one.ptr, 8);
-    if (count > 0) this.#o.onEvents(this.#fds, count);
   }
 
   /** The read stays ref'd (the round keeps the process busy anyway); `close` ends it. */
   want(_on: boolean): void {}
 
-  close(release: () => void): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#wt.wt_stop();
-    n.libc.write(this.#o.wakeFd, this.#one.ptr, 8);
-    n.libc.write(this.#ack, this.#one.ptr, 8);
-    setTimeout(() => {
-      this.#conn.close();
-      n.libc.close(this.#relayFd);
-      n.libc.close(this.#ack);
-      this.#events.free();
-      this.#one.free();
-      release();
-    }, 20);
+  protected release(): void {
+    this.#conn.close();
+    n.libc.close(this.#relayFd);
   }
 }
 
