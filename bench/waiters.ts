@@ -431,20 +431,30 @@ class RelayWaiter extends PthreadWaiter {
   }
 }
 
-/** The relay thread's socket pair: a native end for the thread, a `Deno.UnixConn` for JS. */
-async function relayFactory(): Promise<WaiterFactory> {
-  const wt = await openLib<WaiterThread>(buildC("waiter-thread"), WT_DEFS);
-  const path = `\0rdma-relay-${Deno.pid}`;
+/**
+ * A connected unix stream socket pair across the runtime: a native end (`fd`, for a C thread to
+ * write) and a `Deno.UnixConn` (Deno's own reads), through a listener at `path` (a file, or an
+ * abstract name starting with NUL) closed once they are connected.
+ */
+async function unixConnPair(path: string): Promise<{ conn: Deno.UnixConn; fd: number }> {
   const listener = Deno.listen({ transport: "unix", path });
   const fd = sock.socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const addr = new NativeBlock(110, 8);
   addr.view.setUint16(0, AF_UNIX, true);
-  new TextEncoder().encodeInto(path, addr.bytes.subarray(2));
+  const { written } = new TextEncoder().encodeInto(path, addr.bytes.subarray(2));
   const accepted = listener.accept();
-  if (sock.connect(fd, addr.ptr, 2 + path.length) !== 0) throw new Error("connect failed");
+  const connected = sock.connect(fd, addr.ptr, 2 + written);
   addr.free();
+  if (connected !== 0) throw new Error(`connect to ${JSON.stringify(path)} failed`);
   const conn = await accepted;
   listener.close();
+  return { conn, fd };
+}
+
+/** The relay thread, writing into a pair's native end. */
+async function relayFactory(): Promise<WaiterFactory> {
+  const wt = await openLib<WaiterThread>(buildC("waiter-thread"), WT_DEFS);
+  const { conn, fd } = await unixConnPair(`\0rdma-relay-${Deno.pid}`);
   return (o) => new RelayWaiter(o, wt, conn, fd);
 }
 
@@ -542,16 +552,7 @@ function floor(
       }
       if (kind === "unixconn") {
         const dir = Deno.makeTempDirSync();
-        const path = `${dir}/s`;
-        const listener = Deno.listen({ transport: "unix", path });
-        const fd = sock.socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        const addr = new NativeBlock(110, 8);
-        addr.view.setUint16(0, AF_UNIX, true);
-        new TextEncoder().encodeInto(path, addr.bytes.subarray(2));
-        const accepted = listener.accept();
-        if (sock.connect(fd, addr.ptr, 110) !== 0) throw new Error("connect failed");
-        addr.free();
-        const conn = await accepted;
+        const { conn, fd } = await unixConnPair(`${dir}/s`);
         const buf = new Uint8Array(64);
         return {
           async run() {
@@ -564,7 +565,6 @@ function floor(
           },
           close() {
             conn.close();
-            listener.close();
             n.libc.close(fd);
             Deno.removeSync(dir, { recursive: true });
           },
