@@ -73,8 +73,9 @@ function fnPointer<S extends FunctionSpec>(fn: NativePointer, spec: S) {
 
 /** libc's `dlopen`, `dlsym` and `dlerror`, bound once: they find symbols without compiling. */
 interface DynamicLoader {
-  dlopen(path: number, flags: number): number | null;
-  dlsym(handle: number, name: number): number | null;
+  /** (Bun passes a typed array's address for a pointer argument, the array held for the call.) */
+  dlopen(path: Uint8Array, flags: number): number | null;
+  dlsym(handle: number, name: Uint8Array): number | null;
   dlerror(): number | null;
 }
 
@@ -100,9 +101,9 @@ function dynamicLoader(): DynamicLoader {
 const RTLD_NOW = 2;
 const encoder = new TextEncoder();
 
-/** `text` NUL-terminated, for a call that reads it before returning. */
-function cText(text: string): number {
-  return ptr(encoder.encode(text + "\0"));
+/** `text` as a NUL-terminated C string, passed to a call as the array itself. */
+function cText(text: string): Uint8Array {
+  return encoder.encode(text + "\0");
 }
 
 /**
