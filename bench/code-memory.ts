@@ -16,28 +16,24 @@
  * @module
  */
 
-// No static import: the measured child loads nothing but the module it measures (the parent's
-// `node:` modules would otherwise be counted for free in the `node:net` row).
-const isBun = "Bun" in globalThis;
-type BunGlobal = { Bun: { gc(full: boolean): void; version: string; argv: string[] } };
-const bun = (globalThis as unknown as BunGlobal).Bun;
-const args = isBun ? bun.argv.slice(2) : Deno.args;
+// No `node:` import at the top: the measured child loads nothing but the module it measures and
+// this process's own calls (the parent's `node:` modules would otherwise be counted for free in
+// the `node:net` row).
+import { self } from "./process-native.ts";
+
+const isBun = self.runtime === "bun";
+const args = self.argv;
 
 /** KiB of anonymous memory this process holds. */
 function anonKiB(): number {
-  const status = isBun
-    ? (import.meta as unknown as { require(m: string): typeof import("node:fs") })
-      .require("fs").readFileSync("/proc/self/status", "utf8")
-    : Deno.readTextFileSync("/proc/self/status");
-  return Number(/RssAnon:\s+(\d+)/.exec(status)![1]);
+  return Number(/RssAnon:\s+(\d+)/.exec(self.readText("/proc/self/status"))![1]);
 }
 
 /** A full collection, then `ms` of quiet (the allocators return what they free lazily). */
 async function settle(ms: number): Promise<void> {
-  const collect = () => isBun ? bun.gc(true) : (globalThis as unknown as { gc(): void }).gc();
-  collect();
+  self.gc();
   await new Promise((r) => setTimeout(r, ms));
-  collect();
+  self.gc();
 }
 
 /** Bytes of the engine's heap in use. */
@@ -53,10 +49,10 @@ if (args[0] === "--child") {
   const anon = anonKiB(), heap = await heapBytes();
   if (args[1] !== "none") await import(args[1]);
   await settle(1000);
-  console.log(JSON.stringify({ anon: anonKiB() - anon, heap: (await heapBytes() - heap) / 1024 }));
-  isBun
-    ? (globalThis as unknown as { process: { exit(c: number): never } }).process.exit(0)
-    : Deno.exit(0);
+  self.write(
+    JSON.stringify({ anon: anonKiB() - anon, heap: (await heapBytes() - heap) / 1024 }) + "\n",
+  );
+  self.exit(0);
 }
 
 const { execFileSync } = await import("node:child_process");
@@ -102,15 +98,15 @@ for (const [i, [name, source]] of generated.entries()) {
   modules.push([name, file, source.length]);
 }
 
-const self = fileURLToPath(import.meta.url);
+const script = fileURLToPath(import.meta.url);
 const argv = (spec: string) =>
   isBun
     ? [(globalThis as unknown as { process: { execPath: string } }).process.execPath, [
-      self,
+      script,
       "--child",
       spec,
     ]] as const
-    : [Deno.execPath(), ["run", "-A", "--v8-flags=--expose-gc", self, "--child", spec]] as const;
+    : [Deno.execPath(), ["run", "-A", "--v8-flags=--expose-gc", script, "--child", spec]] as const;
 
 const results = modules.map(() => ({ anon: [] as number[], heap: [] as number[] }));
 // round 0 is not counted: a module's first load fills the runtime's caches (Deno's transpile and
@@ -129,7 +125,9 @@ rmSync(dir, { recursive: true });
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const range = (xs: number[]) => `${Math.min(...xs).toFixed(0)}-${Math.max(...xs).toFixed(0)}`;
-const version = isBun ? `bun ${bun.version}` : `deno ${Deno.version.deno}`;
+const version = isBun
+  ? `bun ${(globalThis as unknown as { Bun: { version: string } }).Bun.version}`
+  : `deno ${Deno.version.deno}`;
 console.log(
   `code-memory: ${version}, ${rounds} interleaved rounds after one uncounted, one fresh process ` +
     "per import",

@@ -16,61 +16,10 @@
 import type { AddressInfo } from "node:net";
 import { anonymousBytes, residentByMapping } from "./proc-memory.ts";
 import { socketReader } from "./socket-reader.ts";
+import { self as h } from "./process-native.ts";
 
 const isBun = "Bun" in globalThis;
 const MSG = 4096;
-
-/** What a soak process reads of its runtime, with the runtime's own calls. */
-interface Host {
-  argv: string[];
-  env(name: string): string | undefined;
-  write(line: string): void;
-  memory(): { rss: number; heapTotal: number; heapUsed: number; external: number };
-  /** A full collection, if the runtime lets one be forced (Deno: `--expose-gc`). */
-  gc(): boolean;
-  exit(code: number): never;
-}
-
-interface BunProcess {
-  argv: string[];
-  env: Record<string, string | undefined>;
-  stdout: { write(s: string): void };
-  memoryUsage(): { rss: number; heapTotal: number; heapUsed: number; external: number };
-  exit(code: number): never;
-}
-
-function host(): Host {
-  if (isBun) {
-    const g = globalThis as unknown as { process: BunProcess; Bun: { gc(full: boolean): void } };
-    const p = g.process;
-    return {
-      argv: p.argv.slice(2),
-      env: (name) => p.env[name],
-      write: (line) => p.stdout.write(line),
-      memory: () => p.memoryUsage(),
-      gc: () => (g.Bun.gc(true), true),
-      exit: (code) => p.exit(code),
-    };
-  }
-  const enc = new TextEncoder();
-  return {
-    argv: Deno.args,
-    env: (name) => Deno.env.get(name),
-    write(line) {
-      const bytes = enc.encode(line);
-      for (let at = 0; at < bytes.length;) at += Deno.stdout.writeSync(bytes.subarray(at));
-    },
-    memory: () => Deno.memoryUsage(),
-    gc() {
-      const gc = (globalThis as { gc?: () => void }).gc;
-      gc?.();
-      return gc !== undefined;
-    },
-    exit: (code) => Deno.exit(code),
-  };
-}
-
-const h = host();
 
 /** One sample of a client or server (bytes). */
 export interface Sample {
